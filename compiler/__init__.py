@@ -1,0 +1,1 @@
+"""The compiler: TOSA flatbuffer -> graph IR -> validated, rewritten, scheduled isa.Program."""

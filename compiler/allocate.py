@@ -1,0 +1,32 @@
+"""Address allocation: first-fit placement of buffers that have lifetimes."""
+from __future__ import annotations
+
+ALIGN = 16
+
+
+def align(n: int, to: int = ALIGN) -> int:
+    return (n + to - 1) // to * to
+
+
+class IntervalAllocator:
+    """Places buffers in [base, base+capacity) so that buffers alive at the same time never
+    overlap. Lifetimes are inclusive step-index intervals."""
+
+    def __init__(self, capacity: int, base: int = 0):
+        self.capacity, self.base = capacity, base
+        self.placed: list[tuple[int, int, int, int]] = []   # addr, size, first, last
+        self.high_water = base
+
+    def place(self, size: int, first: int, last: int) -> int | None:
+        size = align(max(size, 1))
+        busy = sorted((a, s) for a, s, f, l in self.placed if not (l < first or f > last))
+        addr = self.base
+        for a, s in busy:
+            if addr + size <= a:
+                break
+            addr = max(addr, align(a + s))
+        if addr + size > self.base + self.capacity:
+            return None
+        self.placed.append((addr, size, first, last))
+        self.high_water = max(self.high_water, addr + size)
+        return addr

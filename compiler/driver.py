@@ -1,0 +1,114 @@
+"""The compiler pipeline: load -> validate -> rewrite -> schedule -> allocate -> emit."""
+from __future__ import annotations
+
+import numpy as np
+
+from isa.program import Binding, Layer, Program, Segment
+
+from .emit import Emitter
+from .fold import fold_constants, remove_noop_reshapes
+from .ir import Graph, Tensor
+from .lower import Lowering
+from .placement import Placement
+from .steps import Step, plan_steps, stage_table_name
+from .validate import validate
+
+RESIDENT_FRACTION = 0.5       # share of the on-chip buffer that may hold resident tensors
+
+
+def _out_channels(graph: Graph, step: Step) -> int:
+    return graph.tensors[step.main.outputs[0]].shape[-1]
+
+
+def _add_stage_table(graph: Graph, step: Step):
+    """Pack bias, rescale multiplier and shift per output channel into one constant table."""
+    oc = _out_channels(graph, step)
+    wide = graph.tensors[step.main.outputs[0]].dtype == "int48"
+    table = np.zeros((oc, 3), dtype=np.int64 if wide else np.int32)
+    if step.main.op != "MATMUL":
+        table[:, 0] = np.broadcast_to(graph.const(step.main.inputs[2]).reshape(-1), (oc,))
+    if step.rescale is not None:
+        for col, name in ((1, step.rescale.inputs[1]), (2, step.rescale.inputs[2])):
+            table[:, col] = np.broadcast_to(graph.const(name).reshape(-1), (oc,))
+    name = stage_table_name(step)
+    graph.tensors[name] = Tensor(name, (oc, 3), "int48" if wide else "int32", table)
+
+
+def macs_of(graph: Graph, step: Step) -> int:
+    op, t = step.main, graph.tensors
+    out = t[op.outputs[0]].shape
+    if op.op in ("CONV2D", "CONV3D"):
+        w = t[op.inputs[1]].shape
+        return int(np.prod(out, dtype=np.int64) * np.prod(w[1:], dtype=np.int64))
+    if op.op == "DEPTHWISE_CONV2D":
+        kh, kw = t[op.inputs[1]].shape[:2]
+        return int(np.prod(out, dtype=np.int64) * kh * kw)
+    if op.op == "TRANSPOSE_CONV2D":
+        return int(np.prod(t[op.inputs[0]].shape, dtype=np.int64)
+                   * np.prod(t[op.inputs[1]].shape[:3], dtype=np.int64))
+    if op.op == "MATMUL":
+        n, h, c = t[op.inputs[0]].shape
+        return n * h * c * t[op.inputs[1]].shape[2]
+    return 0
+
+
+def compile_graph(graph: Graph, config, model_name: str = "", timing: dict | None = None) -> Program:
+    """Compile a loaded graph for `config` (npu_sim.config.HardwareConfig)."""
+    validate(graph, config.tosa.profile, config.tosa.extensions, config.tosa.level)
+    fold_constants(graph)
+    remove_noop_reshapes(graph)
+    steps = plan_steps(graph)
+    for step in steps:
+        if step.kind == "mac":
+            _add_stage_table(graph, step)
+    memories = list(config.memories)
+    placement = Placement(graph, steps, memories, config.placement.weights,
+                          config.placement.feature_maps, config.sram.size, RESIDENT_FRACTION,
+                          {n: m.size for n, m in config.memories.items()})
+
+    def cost_per_byte(name: str) -> float:
+        loc = placement.location(name)
+        if loc.mem == 0:
+            return 0.0
+        mem = memories[loc.mem - 1]
+        return 1.0 / min(config.memory_bytes_per_cycle(mem), config.dma.bytes_per_cycle)
+
+    emitter = Emitter()
+    lowering = Lowering(graph, placement, emitter, config.dma.channels, cost_per_byte,
+                        tile_overhead=config.dma.setup_cycles + 16)
+    layers = []
+    for step in steps:
+        if step.kind == "alias":
+            continue
+        emitter.layer = len(layers)
+        tiles = lowering.lower(step)
+        layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,
+                            macs=macs_of(graph, step), min_bytes=_min_bytes(graph, step, placement),
+                            tiles=tiles))
+    sizes = [config.sram.size] + [0] * len(memories)
+    sizes[placement.weights_id] = max(sizes[placement.weights_id], placement.weights_bytes)
+    sizes[placement.fm_id] = max(sizes[placement.fm_id], placement.fm_bytes)
+    return Program(
+        memories=memories, memory_sizes=sizes, commands=emitter.commands,
+        segments=[Segment(m, a, d) for m, a, d in placement.const_segments()],
+        inputs=[Binding(n, placement.view(n)) for n in graph.inputs],
+        outputs=[Binding(n, placement.view(n)) for n in graph.outputs],
+        layers=layers,
+        meta={"model": model_name, "config": config.name, "config_fingerprint": config.fingerprint(),
+              "clock_mhz": config.clock_mhz, "resident_fraction": RESIDENT_FRACTION,
+              "input_dtypes": {n: graph.tensors[n].dtype for n in graph.inputs},
+              "output_dtypes": {n: graph.tensors[n].dtype for n in graph.outputs}})
+
+
+def _min_bytes(graph: Graph, step: Step, placement: Placement) -> dict[str, int]:
+    """Bytes this step must move across each external memory even with unlimited buffering:
+    its constants, and graph inputs/outputs it reads or writes."""
+    io = set(graph.inputs) | set(graph.outputs)
+    need: dict[str, int] = {}
+    for name in set(step.inputs) | {step.output}:
+        root = placement.root(name)
+        t = graph.tensors[root]
+        if t.is_const or root in io or placement.root(name) in {placement.root(n) for n in io}:
+            mem = placement.memories[placement.location(name).mem - 1]
+            need[mem] = need.get(mem, 0) + t.nbytes
+    return need

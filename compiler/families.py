@@ -1,0 +1,369 @@
+"""Iteration spaces of the tiled operator families (see tiling.py for the search).
+
+Each builder returns (TileSpace, opcode, unit, static attrs). Boxes are in tensor coordinates;
+per-tile attributes (tile-local padding, origins) come from TileSpace.attrs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from isa.errors import UnsupportedError
+
+from .ir import Graph, itemsize
+from .operands import ELEMENTWISE, ELEMENTWISE_BINARY, REDUCTIONS, operand
+from .steps import Step, stage_table_name
+from .tiling import Operand, TileSpace, window
+
+STAGE_COLUMNS = 3            # bias, multiplier, shift per output channel (int32 each)
+
+
+def const_int(graph: Graph, name: str, default: int = 0) -> int:
+    if not name:
+        return default
+    data = graph.const(name)
+    return default if data is None or data.size == 0 else int(np.asarray(data).reshape(-1)[0])
+
+
+def clamp_bounds(op, dtype: str) -> tuple[int, int]:
+    np_dtype = {"int8": "<i1", "int16": "<i2", "int32": "<i4"}[dtype]
+    size = np.dtype(np_dtype).itemsize
+    lo = np.frombuffer(bytes(op.attrs["min_val"][:size]), np_dtype)[0]
+    hi = np.frombuffer(bytes(op.attrs["max_val"][:size]), np_dtype)[0]
+    return int(lo), int(hi)
+
+
+class Context:
+    """What the families need from placement: residency and memory cost of each tensor."""
+
+    def __init__(self, graph, on_chip, cost_per_byte):
+        self.graph, self._on_chip, self._cost = graph, on_chip, cost_per_byte
+
+    def operand(self, role, tensor, depends, box, dtype=None):
+        t = self.graph.tensors[tensor]
+        dtype = dtype or t.dtype
+        return Operand(role, tensor, dtype, tuple(depends), box, itemsize(dtype),
+                       self._on_chip(tensor), self._cost(tensor))
+
+
+def _r(tile, d):
+    return tile[d]
+
+
+def stage_attrs(graph: Graph, step: Step, acc_dtype: str) -> dict:
+    attrs = {"acc_dtype": acc_dtype}
+    if step.rescale is not None:
+        r = step.rescale
+        attrs.update(scale32=bool(r.attrs["scale32"]), rounding_mode=r.attrs["rounding_mode"],
+                     output_zp=const_int(graph, r.inputs[4]))
+    if step.clamp is not None:
+        attrs["clamp"] = clamp_bounds(step.clamp, graph.tensors[step.output].dtype)
+    return attrs
+
+
+def _acc_dtype(graph, op) -> str:
+    return "int48" if graph.tensors[op.outputs[0]].dtype == "int48" else "int32"
+
+
+def conv2d(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    n, h, w, ic = g.tensors[op.inputs[0]].shape
+    oc, kh, kw, _ = g.tensors[op.inputs[1]].shape
+    out = g.tensors[step.output]
+    _, oh, ow, _ = out.shape
+    pt, pb, pl, pr = op.attrs["pad"]
+    sy, sx = op.attrs["stride"]
+    dy, dx = op.attrs["dilation"]
+
+    def rows(t):
+        return window(t["oh"][0], t["oh"][1], sy, pt, (kh - 1) * dy + 1, h)
+
+    def cols(t):
+        return window(t["ow"][0], t["ow"][1], sx, pl, (kw - 1) * dx + 1, w)
+
+    def ifm_box(t):
+        ry, rx = rows(t), cols(t)
+        return (t["n"], (ry[0], ry[1]), (rx[0], rx[1]), t["ic"])
+
+    space = TileSpace(
+        dims={"n": n, "oh": oh, "ow": ow, "oc": oc, "ic": ic},
+        levels={"oc": 0, "oh": 0, "n": 1, "ow": 1, "ic": 2},
+        orders=[("oc", "n", "oh", "ow", "ic"), ("n", "oh", "ow", "oc", "ic")],
+        inputs=[ctx.operand("ifm", op.inputs[0], ("n", "oh", "ow", "ic"), ifm_box),
+                ctx.operand("weights", op.inputs[1], ("oc", "ic"),
+                            lambda t: (t["oc"], (0, kh), (0, kw), t["ic"])),
+                ctx.operand("stage", stage_table_name(step), ("oc",),
+                            lambda t: (t["oc"], (0, STAGE_COLUMNS)))],
+        output=ctx.operand("ofm", step.output, ("n", "oh", "ow", "oc"),
+                           lambda t: (t["n"], t["oh"], t["ow"], t["oc"])),
+        reduction="ic", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4,
+        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])})
+    attrs = {"stride": (sy, sx), "dilation": (dy, dx),
+             "input_zp": const_int(g, operand(op, "input_zp")),
+             "weight_zp": const_int(g, operand(op, "weight_zp")),
+             **stage_attrs(g, step, _acc_dtype(g, op))}
+    return space, "conv2d", attrs
+
+
+def depthwise_conv2d(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    n, h, w, c = g.tensors[op.inputs[0]].shape
+    kh, kw, _, m = g.tensors[op.inputs[1]].shape
+    _, oh, ow, _ = g.tensors[step.output].shape
+    pt, pb, pl, pr = op.attrs["pad"]
+    sy, sx = op.attrs["stride"]
+    dy, dx = op.attrs["dilation"]
+
+    def rows(t):
+        return window(t["oh"][0], t["oh"][1], sy, pt, (kh - 1) * dy + 1, h)
+
+    def cols(t):
+        return window(t["ow"][0], t["ow"][1], sx, pl, (kw - 1) * dx + 1, w)
+
+    def out_channels(t):
+        return (t["c"][0] * m, t["c"][1] * m)
+
+    space = TileSpace(
+        dims={"n": n, "oh": oh, "ow": ow, "c": c},
+        levels={"oh": 0, "c": 0, "n": 1, "ow": 1},
+        orders=[("n", "c", "oh", "ow"), ("n", "oh", "ow", "c")],
+        inputs=[ctx.operand("ifm", op.inputs[0], ("n", "oh", "ow", "c"),
+                            lambda t: (t["n"], rows(t)[:2], cols(t)[:2], t["c"])),
+                ctx.operand("weights", op.inputs[1], ("c",),
+                            lambda t: ((0, kh), (0, kw), t["c"], (0, m))),
+                ctx.operand("stage", stage_table_name(step), ("c",),
+                            lambda t: (out_channels(t), (0, STAGE_COLUMNS)))],
+        output=ctx.operand("ofm", step.output, ("n", "oh", "ow", "c"),
+                           lambda t: (t["n"], t["oh"], t["ow"], out_channels(t))),
+        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])})
+    attrs = {"stride": (sy, sx), "dilation": (dy, dx),
+             "input_zp": const_int(g, operand(op, "input_zp")),
+             "weight_zp": const_int(g, operand(op, "weight_zp")),
+             **stage_attrs(g, step, _acc_dtype(g, op))}
+    return space, "depthwise_conv2d", attrs
+
+
+def transpose_conv2d(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    n, ih, iw, ic = g.tensors[op.inputs[0]].shape
+    oc, kh, kw, _ = g.tensors[op.inputs[1]].shape
+    _, oh, ow, _ = g.tensors[step.output].shape
+    opt, opb, opl, opr = op.attrs["out_pad"]
+    sy, sx = op.attrs["stride"]
+
+    def span(start, count, s, pad, k, full):
+        lo = -((-(start - pad - k + 1)) // s)          # ceil division
+        hi = (start + count - 1 - pad) // s
+        lo, hi = max(lo, 0), min(hi, full - 1)
+        return (lo, hi - lo + 1) if hi >= lo else (0, 0)
+
+    def ifm_box(t):
+        return (t["n"], span(*t["oh"], sy, opt, kh, ih), span(*t["ow"], sx, opl, kw, iw), t["ic"])
+
+    space = TileSpace(
+        dims={"n": n, "oh": oh, "ow": ow, "oc": oc, "ic": ic},
+        levels={"oc": 0, "oh": 0, "n": 1, "ow": 1, "ic": 2},
+        orders=[("oc", "n", "oh", "ow", "ic"), ("n", "oh", "ow", "oc", "ic")],
+        inputs=[ctx.operand("ifm", op.inputs[0], ("n", "oh", "ow", "ic"), ifm_box),
+                ctx.operand("weights", op.inputs[1], ("oc", "ic"),
+                            lambda t: (t["oc"], (0, kh), (0, kw), t["ic"])),
+                ctx.operand("stage", stage_table_name(step), ("oc",),
+                            lambda t: (t["oc"], (0, STAGE_COLUMNS)))],
+        output=ctx.operand("ofm", step.output, ("n", "oh", "ow", "oc"),
+                           lambda t: (t["n"], t["oh"], t["ow"], t["oc"])),
+        reduction="ic", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4,
+        attrs=lambda t: {"in_origin": (ifm_box(t)[1][0], ifm_box(t)[2][0]),
+                         "out_origin": (t["oh"][0], t["ow"][0]),
+                         "out_size": (t["oh"][1], t["ow"][1])})
+    attrs = {"stride": (sy, sx), "out_pad_top": opt, "out_pad_left": opl,
+             "input_zp": const_int(g, operand(op, "input_zp")),
+             "weight_zp": const_int(g, operand(op, "weight_zp")),
+             **stage_attrs(g, step, _acc_dtype(g, op))}
+    return space, "transpose_conv2d", attrs
+
+
+def matmul(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    n, h, c = g.tensors[op.inputs[0]].shape
+    _, _, w = g.tensors[op.inputs[1]].shape
+    space = TileSpace(
+        dims={"n": n, "h": h, "w": w, "k": c},
+        levels={"h": 0, "w": 0, "n": 1, "k": 2},
+        orders=[("n", "w", "h", "k"), ("n", "h", "w", "k")],
+        inputs=[ctx.operand("a", op.inputs[0], ("n", "h", "k"), lambda t: (t["n"], t["h"], t["k"])),
+                ctx.operand("b", op.inputs[1], ("n", "k", "w"), lambda t: (t["n"], t["k"], t["w"])),
+                ctx.operand("stage", stage_table_name(step), ("w",),
+                            lambda t: (t["w"], (0, STAGE_COLUMNS)))],
+        output=ctx.operand("ofm", step.output, ("n", "h", "w"),
+                           lambda t: (t["n"], t["h"], t["w"])),
+        reduction="k", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4)
+    attrs = {"a_zp": const_int(g, op.inputs[2]), "b_zp": const_int(g, op.inputs[3]),
+             **stage_attrs(g, step, _acc_dtype(g, op))}
+    return space, "matmul", attrs
+
+
+def pool2d(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    n, h, w, c = g.tensors[op.inputs[0]].shape
+    _, oh, ow, _ = g.tensors[step.output].shape
+    ky, kx = op.attrs["kernel"]
+    sy, sx = op.attrs["stride"]
+    pt, pb, pl, pr = op.attrs["pad"]
+
+    def rows(t):
+        return window(t["oh"][0], t["oh"][1], sy, pt, ky, h)
+
+    def cols(t):
+        return window(t["ow"][0], t["ow"][1], sx, pl, kx, w)
+
+    space = TileSpace(
+        dims={"n": n, "oh": oh, "ow": ow, "c": c},
+        levels={"oh": 0, "c": 0, "n": 1, "ow": 1},
+        orders=[("n", "c", "oh", "ow"), ("n", "oh", "ow", "c")],
+        inputs=[ctx.operand("in0", op.inputs[0], ("n", "oh", "ow", "c"),
+                            lambda t: (t["n"], rows(t)[:2], cols(t)[:2], t["c"]))],
+        output=ctx.operand("out", step.output, ("n", "oh", "ow", "c"),
+                           lambda t: (t["n"], t["oh"], t["ow"], t["c"])),
+        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])})
+    attrs = {"kernel": (ky, kx), "stride": (sy, sx)}
+    if op.op == "AVG_POOL2D":
+        attrs.update(input_zp=const_int(g, op.inputs[1]), output_zp=const_int(g, op.inputs[2]))
+        return space, "avg_pool2d", attrs
+    return space, "max_pool2d", attrs
+
+
+def _dims(shape):
+    return {f"d{i}": s for i, s in enumerate(shape)}
+
+
+def elementwise(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    out = g.tensors[step.output]
+    dims = _dims(out.shape)
+    names = list(dims)
+
+    def data_operand(role, tensor):
+        shape = g.tensors[tensor].shape
+        same = [s == out.shape[i] for i, s in enumerate(shape)]
+        depends = tuple(d for d, keep in zip(names, same) if keep)
+        return ctx.operand(role, tensor, depends,
+                           lambda t: tuple(t[d] if keep else (0, 1) for d, keep in zip(names, same)))
+
+    last = names[-1] if names else None
+    inputs, attrs, opcode = [], {}, "elementwise"
+    if op.op == "RESCALE":
+        opcode = "rescale"
+        per_channel = bool(op.attrs["per_channel"])
+        chan = (last,) if per_channel and last else ()
+        inputs = [data_operand("in0", op.inputs[0])]
+        for role, tensor in (("multiplier", op.inputs[1]), ("shift", op.inputs[2])):
+            inputs.append(ctx.operand(role, tensor, chan,
+                                      (lambda t: (t[last],)) if chan else (lambda t: ((0, 1),))))
+        attrs = {k: op.attrs[k] for k in ("scale32", "rounding_mode", "per_channel",
+                                          "input_unsigned", "output_unsigned")}
+        attrs.update(input_zp=const_int(g, op.inputs[3]), output_zp=const_int(g, op.inputs[4]))
+    elif op.op == "TABLE":
+        opcode = "table"
+        size = g.tensors[op.inputs[1]].shape[0]
+        inputs = [data_operand("in0", op.inputs[0]),
+                  ctx.operand("table", op.inputs[1], (), lambda t: ((0, size),))]
+    elif op.op == "CLAMP":
+        opcode = "clamp"
+        inputs = [data_operand("in0", op.inputs[0])]
+        lo, hi = clamp_bounds(op, g.tensors[op.inputs[0]].dtype)
+        attrs = {"lo": lo, "hi": hi}
+    else:
+        n_data = 3 if op.op == "SELECT" else 2 if op.op in ELEMENTWISE_BINARY else 1
+        inputs = [data_operand(f"in{i}", op.inputs[i]) for i in range(n_data)]
+        attrs = {"fn": op.op}
+        if op.op == "MUL":
+            attrs["shift"] = const_int(g, op.inputs[2])
+        if op.op == "ARITHMETIC_RIGHT_SHIFT":
+            attrs["round"] = bool(op.attrs.get("round", False))
+        if op.op == "NEGATE":
+            attrs.update(input_zp=const_int(g, op.inputs[1]), output_zp=const_int(g, op.inputs[2]))
+    space = TileSpace(
+        dims=dims, levels={d: i for i, d in enumerate(names)}, orders=[tuple(names)],
+        inputs=inputs,
+        output=ctx.operand("out", step.output, tuple(names), lambda t: tuple(t[d] for d in names)))
+    return space, opcode, attrs
+
+
+def reduction(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    shape = g.tensors[op.inputs[0]].shape
+    axis = op.attrs["axis"]
+    dims = _dims(shape)
+    names = list(dims)
+    red = names[axis]
+    levels = {d: (i if d != red else len(names)) for i, d in enumerate(names)}
+    space = TileSpace(
+        dims=dims, levels=levels, orders=[tuple(d for d in names if d != red) + (red,)],
+        inputs=[ctx.operand("in0", op.inputs[0], tuple(names), lambda t: tuple(t[d] for d in names))],
+        output=ctx.operand("out", step.output, tuple(d for d in names if d != red),
+                           lambda t: tuple((0, 1) if d == red else t[d] for d in names)),
+        reduction=red, acc_itemsize=itemsize(g.tensors[step.output].dtype))
+    return space, "reduce", {"fn": op.op, "axis": axis}
+
+
+def argmax(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    shape = g.tensors[op.inputs[0]].shape
+    axis = op.attrs["axis"]
+    out_names = [f"d{i}" for i in range(len(shape)) if i != axis]
+    dims = {d: shape[int(d[1:])] for d in out_names}
+
+    def in_box(t):
+        return tuple((0, shape[i]) if i == axis else t[f"d{i}"] for i in range(len(shape)))
+
+    space = TileSpace(
+        dims=dims, levels={d: i for i, d in enumerate(out_names)}, orders=[tuple(out_names)],
+        inputs=[ctx.operand("in0", op.inputs[0], tuple(out_names), in_box)],
+        output=ctx.operand("out", step.output, tuple(out_names),
+                           lambda t: tuple(t[d] for d in out_names)))
+    return space, "argmax", {"axis": axis}
+
+
+def resize(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    n, ih, iw, c = g.tensors[op.inputs[0]].shape
+    _, oh, ow, _ = g.tensors[step.output].shape
+    yn, yd, xn, xd = (int(v) for v in g.const(op.inputs[1]))
+    offy, offx = (int(v) for v in g.const(op.inputs[2]))
+    border = tuple(int(v) for v in g.const(op.inputs[3]))
+
+    def span(start, count, num, den, off, full):
+        lo = (start * den + off) // num
+        hi = ((start + count - 1) * den + off) // num + 1
+        lo, hi = min(max(lo, 0), full - 1), min(max(hi, 0), full - 1)
+        return (lo, hi - lo + 1)
+
+    def in_box(t):
+        return (t["n"], span(*t["oh"], yn, yd, offy, ih), span(*t["ow"], xn, xd, offx, iw), t["c"])
+
+    space = TileSpace(
+        dims={"n": n, "oh": oh, "ow": ow, "c": c},
+        levels={"oh": 0, "c": 0, "n": 1, "ow": 1},
+        orders=[("n", "c", "oh", "ow"), ("n", "oh", "ow", "c")],
+        inputs=[ctx.operand("in0", op.inputs[0], ("n", "oh", "ow", "c"), in_box)],
+        output=ctx.operand("out", step.output, ("n", "oh", "ow", "c"),
+                           lambda t: (t["n"], t["oh"], t["ow"], t["c"])),
+        attrs=lambda t: {"in_origin": (in_box(t)[1][0], in_box(t)[2][0]),
+                         "out_origin": (t["oh"][0], t["ow"][0]),
+                         "out_size": (t["oh"][1], t["ow"][1])})
+    attrs = {"mode": op.attrs["mode"], "scale": (yn, yd, xn, xd), "offset": (offy, offx),
+             "border": border, "in_size": (ih, iw)}
+    return space, "resize", attrs
+
+
+FAMILIES = {"CONV2D": conv2d, "DEPTHWISE_CONV2D": depthwise_conv2d,
+            "TRANSPOSE_CONV2D": transpose_conv2d, "MATMUL": matmul,
+            "AVG_POOL2D": pool2d, "MAX_POOL2D": pool2d, "RESIZE": resize, "ARGMAX": argmax}
+FAMILIES.update({name: reduction for name in REDUCTIONS})
+FAMILIES.update({name: elementwise for name in ELEMENTWISE})
+
+
+def build_space(step: Step, ctx: Context):
+    family = FAMILIES.get(step.main.op)
+    if family is None:
+        raise UnsupportedError(f"{step.main.describe()}: no NPU lowering")
+    return family(step, ctx)

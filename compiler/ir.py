@@ -1,0 +1,91 @@
+"""Graph IR: tensors by name, operators in file order, constants as numpy arrays."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# TOSA dtype name -> numpy storage dtype. int48 lives in 64-bit containers and int4 in
+# int8 containers, both in host memory and in the modelled memories.
+STORAGE = {
+    "bool": np.dtype(np.bool_),
+    "int4": np.dtype(np.int8),
+    "int8": np.dtype(np.int8),
+    "int16": np.dtype(np.int16),
+    "int32": np.dtype(np.int32),
+    "int48": np.dtype(np.int64),
+    "shape": np.dtype(np.int64),
+}
+
+BITS = {"bool": 1, "int4": 4, "int8": 8, "int16": 16, "int32": 32, "int48": 48, "shape": 64}
+
+
+def itemsize(dtype: str) -> int:
+    return STORAGE[dtype].itemsize
+
+
+@dataclass
+class Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    data: np.ndarray | None = None      # set for constants (CONST / CONST_SHAPE outputs)
+    variable: bool = False
+    variable_name: str = ""
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * itemsize(self.dtype)
+
+    @property
+    def is_const(self) -> bool:
+        return self.data is not None
+
+
+@dataclass
+class Operator:
+    op: str                              # TOSA operator name, e.g. "CONV2D"
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict = field(default_factory=dict)
+    location: str = ""                   # frontend location text, if any
+    index: int = -1                      # position in the source block, for messages
+
+    def describe(self) -> str:
+        where = f"#{self.index} " if self.index >= 0 else ""
+        return f"{where}{self.op} -> {', '.join(self.outputs)}"
+
+
+@dataclass
+class Graph:
+    tensors: dict[str, Tensor]
+    operators: list[Operator]
+    inputs: list[str]
+    outputs: list[str]
+    version: tuple[int, int, int] = (1, 0, 0)
+    regions: dict[str, "Graph"] = field(default_factory=dict)   # control-flow bodies by name
+    source: str = ""
+
+    def producers(self) -> dict[str, Operator]:
+        return {t: op for op in self.operators for t in op.outputs}
+
+    def consumers(self) -> dict[str, list[Operator]]:
+        users: dict[str, list[Operator]] = {}
+        for op in self.operators:
+            for t in op.inputs:
+                users.setdefault(t, []).append(op)
+        return users
+
+    def const(self, name: str) -> np.ndarray | None:
+        tensor = self.tensors.get(name)
+        return None if tensor is None else tensor.data
+
+    def op_histogram(self) -> dict[str, int]:
+        hist: dict[str, int] = {}
+        for op in self.operators:
+            hist[op.op] = hist.get(op.op, 0) + 1
+        return hist

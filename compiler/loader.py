@@ -1,0 +1,210 @@
+"""Read a TOSA 1.0 flatbuffer (.tosa) into the graph IR.
+
+Attributes are read reflectively from the generated flatbuffer classes, so every operator's
+attribute table is covered by one mechanism. Constant data stays a numpy view of the file bytes
+wherever the dtype allows (no copies of weights).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+
+import numpy as np
+
+from isa.errors import ModelError
+
+from .ir import Graph, Operator, Tensor
+
+try:
+    from tosa.Attribute import Attribute as _AttributeEnum
+    from tosa.DType import DType as _DTypeEnum
+    from tosa.Op import Op as _OpEnum
+    from tosa.TosaGraph import TosaGraph
+except ImportError as exc:  # pragma: no cover - tosa-tools is a hard dependency
+    raise ImportError("npu-sim needs tosa-tools (pip install tosa-tools)") from exc
+
+
+def _enum_names(enum_cls) -> dict[int, str]:
+    return {v: k for k, v in vars(enum_cls).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+OP_NAMES = _enum_names(_OpEnum)
+ATTRIBUTE_NAMES = _enum_names(_AttributeEnum)
+DTYPE_NAMES = _enum_names(_DTypeEnum)
+_ENUM_FIELDS = {
+    "rounding_mode": {1: "SINGLE_ROUND", 2: "INEXACT_ROUND", 3: "DOUBLE_ROUND"},
+    "mode": {1: "NEAREST", 2: "BILINEAR"},
+    "nan_mode": {1: "PROPAGATE", 2: "IGNORE"},
+    "acc_type": {k: v.lower() for k, v in DTYPE_NAMES.items()},
+}
+_VECTOR_SUFFIXES = ("Length", "AsNumpy", "IsNone")
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _attribute_fields(cls) -> list[tuple[str, str, bool]]:
+    """(method, snake_name, is_vector) for every field accessor of a generated table class."""
+    methods = [m for m in vars(cls) if m[0].isupper() and callable(getattr(cls, m))]
+    fields = []
+    for m in methods:
+        if m.startswith("GetRootAs") or m.endswith(_VECTOR_SUFFIXES) or m in ("Init",) \
+                or m.endswith("BufferHasIdentifier"):
+            continue
+        fields.append((m, _snake(m), f"{m}Length" in methods))
+    return fields
+
+
+_ATTR_CLASS_CACHE: dict[str, tuple[type, list]] = {}
+
+
+def _read_attributes(op_fb) -> dict:
+    kind = ATTRIBUTE_NAMES.get(op_fb.AttributeType(), "NONE")
+    if kind == "NONE" or op_fb.Attribute() is None:
+        return {}
+    if kind not in _ATTR_CLASS_CACHE:
+        cls = getattr(importlib.import_module(f"tosa.{kind}"), kind)
+        _ATTR_CLASS_CACHE[kind] = (cls, _attribute_fields(cls))
+    cls, fields = _ATTR_CLASS_CACHE[kind]
+    table = op_fb.Attribute()
+    obj = cls()
+    obj.Init(table.Bytes, table.Pos)
+    attrs = {}
+    for method, name, is_vector in fields:
+        if is_vector:
+            if getattr(obj, f"{method}IsNone")():
+                value = ()
+            else:
+                value = tuple(int(x) for x in getattr(obj, f"{method}AsNumpy")())
+        else:
+            value = getattr(obj, method)()
+            if isinstance(value, bytes):
+                value = value.decode()
+            elif name in _ENUM_FIELDS and isinstance(value, int):
+                value = _ENUM_FIELDS[name].get(value, value)
+        attrs[name] = value
+    return attrs
+
+
+def decode_data(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Little-endian TOSA tensor bytes -> numpy array in its storage dtype.
+
+    The length of `raw` may exceed the payload (the MLIR translator pads to 8 bytes).
+    """
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    raw = np.asarray(raw, dtype=np.uint8)
+    if dtype == "int4":
+        need = (count + 1) // 2
+        packed = raw[:need].view(np.int8)
+        low = (packed << 4) >> 4                   # sign-extend the low nibble
+        high = packed >> 4
+        values = np.stack([low, high], axis=-1).reshape(-1)[:count]
+    elif dtype == "int48":
+        b = raw[: count * 6].reshape(count, 6).astype(np.int64)
+        values = sum(b[:, i] << (8 * i) for i in range(6))
+        values = (values << 16) >> 16              # sign-extend from bit 47
+    elif dtype == "bool":
+        values = raw[:count] != 0
+    else:
+        np_dtype = {"int8": "<i1", "int16": "<i2", "int32": "<i4", "shape": "<i8"}[dtype]
+        size = np.dtype(np_dtype).itemsize
+        if raw.size < count * size:
+            raise ModelError(f"constant holds {raw.size} bytes, {count * size} needed")
+        values = raw[: count * size].view(np_dtype)
+    return values.reshape(shape)
+
+
+def _tensor_dtype(code: int, name: str) -> str:
+    dtype = DTYPE_NAMES.get(code, f"code {code}").lower()
+    if dtype not in ("bool", "int4", "int8", "int16", "int32", "int48", "shape"):
+        from isa.errors import UnsupportedError
+        raise UnsupportedError(f"tensor '{name}' has dtype {dtype.upper()}: npu-sim implements the "
+                               "TOSA integer profile (PRO-INT) only")
+    return dtype
+
+
+def _read_block(block, source: str) -> Graph:
+    tensors: dict[str, Tensor] = {}
+    for i in range(block.TensorsLength()):
+        t = block.Tensors(i)
+        name = t.Name().decode()
+        shape = tuple(int(x) for x in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+        dtype = _tensor_dtype(t.Type(), name)
+        if any(d < 0 for d in shape):
+            raise ModelError(f"tensor '{name}' has a dynamic or negative shape {list(shape)}")
+        data = None
+        if t.DataLength():
+            data = decode_data(t.DataAsNumpy(), dtype, shape)
+        vname = t.VariableName().decode() if t.VariableName() else ""
+        tensors[name] = Tensor(name, shape, dtype, data, bool(t.Variable()), vname)
+    for i in range(block.ShapesLength()):
+        s = block.Shapes(i)
+        name = s.Name().decode()
+        rank = int(s.Rank())
+        data = decode_data(s.DataAsNumpy(), "shape", (rank,)) if s.DataLength() else None
+        tensors[name] = Tensor(name, (rank,), "shape", data)
+    operators = []
+    for i in range(block.OperatorsLength()):
+        o = block.Operators(i)
+        op_name = OP_NAMES.get(o.Op(), f"op code {o.Op()}")
+        inputs = [o.Inputs(j).decode() for j in range(o.InputsLength())]
+        outputs = [o.Outputs(j).decode() for j in range(o.OutputsLength())]
+        location = ""
+        if hasattr(o, "Location") and o.Location() is not None and o.Location().Text():
+            location = o.Location().Text().decode()
+        operators.append(Operator(op_name, inputs, outputs, _read_attributes(o), location, i))
+        for name in inputs + outputs:
+            if name not in tensors:
+                raise ModelError(f"operator #{i} {op_name} names tensor '{name}', which the block "
+                                 "does not declare")
+    graph_inputs = [block.Inputs(j).decode() for j in range(block.InputsLength())]
+    graph_outputs = [block.Outputs(j).decode() for j in range(block.OutputsLength())]
+    for name in graph_inputs + graph_outputs:
+        if name not in tensors:
+            raise ModelError(f"graph input/output '{name}' is not a tensor of the block")
+    return Graph(tensors, operators, graph_inputs, graph_outputs, source=source)
+
+
+def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
+    if len(buf) < 8 or not TosaGraph.TosaGraphBufferHasIdentifier(buf, 0):
+        raise ModelError(f"{source}: not a TOSA flatbuffer (file identifier 'TOSA' missing)")
+    try:
+        fb = TosaGraph.GetRootAs(buf, 0)
+        v = fb.Version()
+        version = (v._Major(), v._Minor(), v._Patch()) if v is not None else (0, 0, 0)
+        regions = {}
+        for r in range(fb.RegionsLength()):
+            region = fb.Regions(r)
+            if region.BlocksLength() < 1:
+                raise ModelError(f"region '{region.Name().decode()}' has no basic block")
+            regions[region.Name().decode()] = _read_block(region.Blocks(0), source)
+    except ModelError as exc:
+        raise ModelError(f"{source}: {exc}") from None
+    except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
+        raise ModelError(f"{source}: corrupt TOSA flatbuffer ({type(exc).__name__}: {exc})") from None
+    if not regions:
+        raise ModelError(f"{source}: the flatbuffer has no regions")
+    main = regions.pop("main", None)
+    if main is None:
+        raise ModelError(f"{source}: no region named 'main' (found: {', '.join(regions)})")
+    if version[0] != 1 or version[1] != 0:
+        from isa.errors import UnsupportedError
+        raise UnsupportedError(f"{source}: TOSA version {'.'.join(map(str, version))}; npu-sim "
+                               "implements TOSA 1.0")
+    main.version = version
+    main.regions = regions
+    return main
+
+
+def load_model(path: str | os.PathLike) -> Graph:
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            buf = f.read()
+    except IsADirectoryError:
+        raise ModelError(f"{path}: is a directory, expected a .tosa file") from None
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read ({exc.strerror})") from None
+    return load_bytes(buf, path)

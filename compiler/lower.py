@@ -1,0 +1,167 @@
+"""Lower each step to commands: tiled MAC/vector operations, DMA data movement, host fallback."""
+from __future__ import annotations
+
+from isa.commands import ONCHIP, TensorView, dense
+from isa.errors import DoesNotFitError
+
+from .allocate import align
+from .families import Context, build_space, const_int
+from .placement import Placement
+from .steps import Step
+from .tiling import iterate_tiles, minimum_working_set, search
+
+_CONST_ROLES = {"weights", "stage", "table", "multiplier", "shift"}
+
+
+class Lowering:
+    def __init__(self, graph, placement: Placement, emitter, dma_channels: int,
+                 cost_per_byte, tile_overhead: float):
+        self.g, self.p, self.em = graph, placement, emitter
+        self.channels = dma_channels
+        self.ctx = Context(graph, placement.on_chip, cost_per_byte)
+        self.tile_overhead = tile_overhead
+        self.tiles = 0
+
+    # DMA queues by role: activations, constants and stores stream on separate channels
+    # when there are enough, so a store never blocks the next tile's prefetch.
+    def _channel(self, role: str) -> int:
+        if role == "store":
+            return 2 % self.channels if self.channels > 2 else 0
+        return (1 % self.channels) if role in _CONST_ROLES else 0
+
+    def lower(self, step: Step) -> int:
+        if step.kind in ("mac", "vector"):
+            return self._tiled(step)
+        if step.kind == "dma":
+            self._data_movement(step)
+        elif step.kind == "host":
+            self._host(step)
+        return 1
+
+    def _tiled(self, step: Step) -> int:
+        space, opcode, attrs = build_space(step, self.ctx)
+        plan = search(space, self.p.workspace_size, self.tile_overhead)
+        if plan is None:
+            raise DoesNotFitError(
+                f"{step.main.describe()}: the smallest tile needs {minimum_working_set(space)} B of "
+                f"working space but the on-chip workspace has {self.p.workspace_size} B; use a "
+                "config with a larger sram.size")
+        addr, cursor = {}, self.p.workspace_base
+        for role, count in plan.buffers.items():
+            size = align(plan.buffer_bytes[role])
+            addr[role] = [cursor + i * size for i in range(count)]
+            cursor += count * size
+        acc_addr = cursor
+        unit = "mac" if step.kind == "mac" else "vector"
+        out = space.output
+        red = space.reduction
+        current, loads, stores, pending = {}, {}, [0], None
+
+        def emit(tile, views):
+            inputs = dict(views)
+            if "stage" in inputs:
+                stage = inputs.pop("stage")
+                row = stage.strides[0]
+                for i, name in enumerate(("bias", "multiplier", "shift")):
+                    if i == 0 or "scale32" in attrs:
+                        inputs[name] = TensorView(stage.mem, stage.addr + i * stage.itemsize,
+                                                  (stage.shape[0],), (row,), stage.dtype)
+            first = last = True
+            if red and plan.counts.get(red, 1) > 1:
+                k0, kn = tile[red]
+                first, last = k0 == 0, k0 + kn == space.dims[red]
+            box = out.box(tile)
+            shape = tuple(n for _, n in box)
+            acc_dtype = attrs.get("acc_dtype", out.dtype) if unit == "mac" else out.dtype
+            acc = dense(ONCHIP, acc_addr, shape, acc_dtype)
+            if not first:
+                inputs["acc_in"] = acc
+            if not last:
+                outputs = {"acc_out" if unit == "mac" else "out": acc}
+            elif out.on_chip:
+                outputs = {out.role: self.p.view(out.tensor, box)}
+            else:
+                bufs = addr[out.role]
+                outputs = {out.role: dense(ONCHIP, bufs[stores[0] % len(bufs)], shape, out.dtype)}
+            self.em.compute(unit, opcode, inputs, outputs, {**attrs, **space.attrs(tile)})
+            if last and not out.on_chip:
+                self.em.copy(outputs[out.role], self.p.view(out.tensor, box), self._channel("store"))
+                stores[0] += 1
+
+        for tile in iterate_tiles(plan, space.dims):
+            views = {}
+            for opnd in space.inputs:
+                box = opnd.box(tile)
+                if opnd.on_chip:
+                    views[opnd.role] = self.p.view(opnd.tensor, box, opnd.dtype)
+                    continue
+                if opnd.role not in current or current[opnd.role][0] != box:
+                    k = loads.get(opnd.role, 0)
+                    bufs = addr[opnd.role]
+                    dst = dense(ONCHIP, bufs[k % len(bufs)], [n for _, n in box], opnd.dtype)
+                    self.em.copy(self.p.view(opnd.tensor, box, opnd.dtype), dst,
+                                 self._channel(opnd.role))
+                    loads[opnd.role] = k + 1
+                    current[opnd.role] = (box, dst)
+                views[opnd.role] = current[opnd.role][1]
+            if pending is not None:       # prefetch: this tile's loads go before the last compute
+                emit(*pending)
+            pending = (tile, views)
+        emit(*pending)
+        return plan.n_tiles
+
+    def _data_movement(self, step: Step):
+        g, p, op = self.g, self.p, step.main
+        out = g.tensors[step.output]
+        dst = p.view(step.output)
+        ch = self._channel("ifm")
+        if op.op == "TRANSPOSE":
+            src = p.view(op.inputs[0])
+            perms = op.attrs["perms"]
+            self.em.copy(TensorView(src.mem, src.addr, out.shape,
+                                    tuple(src.strides[i] for i in perms), src.dtype), dst, ch)
+        elif op.op == "SLICE":
+            start = [int(v) for v in g.const(op.inputs[1])]
+            self.em.copy(p.view(op.inputs[0], tuple(zip(start, out.shape))), dst, ch)
+        elif op.op == "CONCAT":
+            axis, offset = op.attrs["axis"], 0
+            for name in op.inputs:
+                shape = g.tensors[name].shape
+                box = tuple((offset if i == axis else 0, n) for i, n in enumerate(shape))
+                self.em.copy(p.view(name), p.view(step.output, box), ch)
+                offset += shape[axis]
+        elif op.op == "PAD":
+            pads = [int(v) for v in g.const(op.inputs[1])]
+            value = const_int(g, op.inputs[2])
+            self.em.fill(dst, value, ch)
+            shape = g.tensors[op.inputs[0]].shape
+            box = tuple((pads[2 * i], n) for i, n in enumerate(shape))
+            self.em.copy(p.view(op.inputs[0]), p.view(step.output, box), ch)
+        elif op.op == "TILE":
+            src = p.view(op.inputs[0])
+            mults = [int(v) for v in g.const(op.inputs[1])]
+            shape, s_str, d_str = [], [], []
+            for m, n, s, d in zip(mults, src.shape, src.strides, dst.strides):
+                shape += [m, n]
+                s_str += [0, s]
+                d_str += [n * d, d]
+            self.em.copy(TensorView(src.mem, src.addr, tuple(shape), tuple(s_str), src.dtype),
+                         TensorView(dst.mem, dst.addr, tuple(shape), tuple(d_str), dst.dtype), ch)
+        elif op.op == "REVERSE":
+            src = p.view(op.inputs[0])
+            axis = op.attrs["axis"]
+            strides = list(src.strides)
+            addr = src.addr + (src.shape[axis] - 1) * strides[axis]
+            strides[axis] = -strides[axis]
+            self.em.copy(TensorView(src.mem, addr, src.shape, tuple(strides), src.dtype), dst, ch)
+        else:   # IDENTITY that must materialise
+            self.em.copy(p.view(op.inputs[0]), dst, ch)
+
+    def _host(self, step: Step):
+        op = step.main
+        inputs = {f"in{i}": self.p.view(n) for i, n in enumerate(op.inputs)}
+        outputs = {f"out{i}": self.p.view(n) for i, n in enumerate(op.outputs)}
+        attrs = {"tosa_op": op.op}
+        for k, v in op.attrs.items():
+            attrs[k] = list(v) if isinstance(v, tuple) else v
+        self.em.compute("host", "host", inputs, outputs, attrs)

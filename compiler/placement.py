@@ -1,0 +1,123 @@
+"""Where every tensor lives: on chip (resident), in the feature-map memory, or with the weights.
+
+The on-chip buffer is split in two: a resident region for intermediates that stay on chip from
+producer to last consumer, and a workspace for tile buffers. Intermediates go on chip when their
+producer and all consumers are NPU steps and first-fit placement over their lifetime succeeds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa.commands import ONCHIP, TensorView, dense
+from isa.errors import DoesNotFitError
+
+from .allocate import IntervalAllocator, align
+from .ir import Graph
+from .steps import Step
+
+NPU_KINDS = {"mac", "vector", "dma"}
+
+
+@dataclass
+class Location:
+    mem: int
+    addr: int
+
+
+class Placement:
+    def __init__(self, graph: Graph, steps: list[Step], memories: list[str], weights_mem: str,
+                 fm_mem: str, onchip_size: int, resident_fraction: float, memory_sizes: dict):
+        self.graph = graph
+        self.memories = memories
+        self.weights_id = memories.index(weights_mem) + 1
+        self.fm_id = memories.index(fm_mem) + 1
+        self.alias: dict[str, str] = {}
+        for step in steps:
+            if step.kind == "alias":
+                src = step.main.inputs[0]
+                self.alias[step.output] = self.alias.get(src, src)
+        self.loc: dict[str, Location] = {}
+        self.resident_size = int(onchip_size * resident_fraction) // 16 * 16
+        self.workspace_base = self.resident_size
+        self.workspace_size = onchip_size - self.resident_size
+        self._place(steps, memory_sizes)
+
+    def root(self, name: str) -> str:
+        return self.alias.get(name, name)
+
+    def _place(self, steps, memory_sizes):
+        g = self.graph
+        producer_kind, last_use, consumer_kinds, first_def = {}, {}, {}, {}
+        for i, step in enumerate(steps):
+            for name in step.inputs:
+                r = self.root(name)
+                last_use[r] = i
+                consumer_kinds.setdefault(r, set()).add(step.kind)
+            r = self.root(step.output)
+            if step.kind != "alias":
+                producer_kind[r] = step.kind
+                first_def[r] = i
+        end = len(steps)
+        pinned = {self.root(n) for n in g.inputs + g.outputs}
+        for n in g.outputs:
+            last_use[self.root(n)] = end
+        resident = IntervalAllocator(self.resident_size)
+        weights_cursor = 0
+        for name, t in g.tensors.items():
+            if t.is_const and self.root(name) == name and (name in last_use or name in g.outputs):
+                self.loc[name] = Location(self.weights_id, weights_cursor)
+                weights_cursor = align(weights_cursor + max(t.nbytes, 1))
+        self.weights_bytes = weights_cursor
+        # Feature maps share the memory with the weights when the config says so.
+        fm_base = weights_cursor if self.fm_id == self.weights_id else 0
+        fm = IntervalAllocator(memory_sizes[self.memories[self.fm_id - 1]] - fm_base, fm_base)
+        order = [n for n in g.inputs] + [self.root(s.output) for s in steps if s.kind != "alias"]
+        for name in order:
+            if name in self.loc:
+                continue
+            t = g.tensors[name]
+            first = first_def.get(name, -1)
+            last = last_use.get(name, first)
+            kinds = consumer_kinds.get(name, set())
+            if name not in pinned and producer_kind.get(name) in NPU_KINDS and kinds <= NPU_KINDS:
+                addr = resident.place(t.nbytes, first, last)
+                if addr is not None:
+                    self.loc[name] = Location(ONCHIP, addr)
+                    continue
+            addr = fm.place(t.nbytes, first, last)
+            if addr is None:
+                raise DoesNotFitError(
+                    f"tensor '{name}' ({t.nbytes} B) does not fit in {self.memories[self.fm_id - 1]}"
+                    f" ({fm.capacity} B) next to the other live feature maps")
+            self.loc[name] = Location(self.fm_id, addr)
+        self.fm_bytes = fm.high_water
+
+    def on_chip(self, name: str) -> bool:
+        loc = self.loc.get(self.root(name))
+        return loc is not None and loc.mem == ONCHIP
+
+    def location(self, name: str) -> Location:
+        return self.loc[self.root(name)]
+
+    def view(self, name: str, box=None, dtype: str | None = None) -> TensorView:
+        t = self.graph.tensors[name]
+        loc = self.location(name)
+        full = dense(loc.mem, loc.addr, t.shape, dtype or t.dtype)
+        if box is None:
+            return full
+        addr = loc.addr + sum(start * s for (start, _), s in zip(box, full.strides))
+        return TensorView(loc.mem, addr, tuple(n for _, n in box), full.strides, full.dtype)
+
+    def const_segments(self):
+        """(mem, addr, bytes) of every constant placed in the weights memory."""
+        for name, loc in self.loc.items():
+            t = self.graph.tensors[name]
+            if t.is_const:
+                data = np.ascontiguousarray(t.data, dtype=t.data.dtype)
+                if t.dtype == "bool":
+                    data = data.astype(np.uint8)
+                yield loc.mem, loc.addr, data.tobytes()
+
+

@@ -1,0 +1,171 @@
+"""Tiling: split one step's iteration space into tiles whose working set fits the buffer.
+
+Each operator family describes its iteration space as named dims and, for every operand, which
+dims it depends on and which box of the tensor a tile needs. One search serves all families:
+it tries tile sizes (halvings of each dim, widening the set of splittable dims level by level)
+and loop orders, keeps those whose double-buffered working set fits, and picks the one that
+moves the fewest bytes (weighted by each memory's bandwidth) with the fewest tiles.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+Box = tuple[tuple[int, int], ...]          # (start, size) per tensor dim
+Tile = dict[str, tuple[int, int]]           # dim -> (start, size)
+
+
+@dataclass
+class Operand:
+    role: str                                # kernel operand name, e.g. "ifm", "weights"
+    tensor: str
+    dtype: str
+    depends: tuple[str, ...]                 # iteration dims whose tiling changes the box
+    box: Callable[[Tile], Box]
+    itemsize: int
+    on_chip: bool = False                    # already resident in the buffer: no DMA, no space
+    cost_per_byte: float = 0.0               # cycles per byte from its memory (for the search)
+
+
+@dataclass
+class TileSpace:
+    dims: dict[str, int]                     # dim -> full size
+    levels: dict[str, int]                   # dim -> level at which the search may split it
+    orders: list[tuple[str, ...]]            # candidate loop orders, outermost first
+    inputs: list[Operand]
+    output: Operand
+    reduction: str = ""                      # dim whose split needs an accumulator buffer
+    acc_itemsize: int = 4
+    attrs: Callable[[Tile], dict] = lambda tile: {}
+    granule: dict[str, int] = field(default_factory=dict)   # dims split only in multiples
+
+
+@dataclass
+class TilePlan:
+    sizes: dict[str, int]
+    order: tuple[str, ...]
+    counts: dict[str, int]
+    buffers: dict[str, int]                  # role -> number of buffers (1 or 2)
+    buffer_bytes: dict[str, int]             # role -> bytes of one buffer
+    acc_bytes: int
+    working_set: int
+    cost: float
+
+    @property
+    def n_tiles(self) -> int:
+        return math.prod(self.counts.values())
+
+
+def box_bytes(box: Box, itemsize: int) -> int:
+    return math.prod(size for _, size in box) * itemsize
+
+
+def _halvings(size: int, granule: int = 1) -> list[int]:
+    out, s = [], size
+    while True:
+        out.append(s)
+        if s <= granule:
+            break
+        nxt = max(granule, -(-s // 2) // granule * granule) if granule > 1 else -(-s // 2)
+        if nxt == s:
+            break
+        s = nxt
+    return out
+
+
+def _representative_tile(space: TileSpace, sizes: dict[str, int]) -> Tile:
+    """A tile away from the borders, so halo boxes take their largest size."""
+    tile = {}
+    for d, full in space.dims.items():
+        t = sizes[d]
+        start = min(max(0, (full // 2) - t // 2), full - t)
+        tile[d] = (start, t)
+    return tile
+
+
+def _loads(order, counts, depends) -> int:
+    dep_positions = [order.index(d) for d in depends if d in order and counts[d] > 1]
+    if not dep_positions:
+        return 1
+    return math.prod(counts[d] for d in order[: max(dep_positions) + 1])
+
+
+def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: float) -> TilePlan:
+    counts = {d: -(-space.dims[d] // sizes[d]) for d in space.dims}
+    tile = _representative_tile(space, sizes)
+    buffers, buffer_bytes, working, cost = {}, {}, 0, 0.0
+    for opnd in space.inputs:
+        loads = _loads(order, counts, opnd.depends)
+        nbytes = box_bytes(opnd.box(tile), opnd.itemsize)
+        if opnd.on_chip:
+            continue
+        buffers[opnd.role] = 2 if loads > 1 else 1
+        buffer_bytes[opnd.role] = nbytes
+        working += buffers[opnd.role] * nbytes
+        cost += loads * nbytes * opnd.cost_per_byte
+    n_out = math.prod(c for d, c in counts.items() if d != space.reduction)
+    out_bytes = box_bytes(space.output.box(tile), space.output.itemsize)
+    if not space.output.on_chip:
+        role = space.output.role
+        buffers[role] = 2 if n_out > 1 else 1
+        buffer_bytes[role] = out_bytes
+        working += buffers[role] * out_bytes
+        cost += n_out * out_bytes * space.output.cost_per_byte
+    acc_bytes = 0
+    if space.reduction and counts.get(space.reduction, 1) > 1:
+        acc_bytes = math.prod(s for _, s in space.output.box(tile)) * space.acc_itemsize
+        working += acc_bytes
+    n_tiles = math.prod(counts.values())
+    return TilePlan(dict(sizes), tuple(order), counts, buffers, buffer_bytes, acc_bytes, working,
+                    cost + n_tiles * tile_overhead)
+
+
+def search(space: TileSpace, budget: int, tile_overhead: float = 64.0) -> TilePlan | None:
+    """The cheapest plan whose working set fits `budget` bytes, or None."""
+    for level in range(max(space.levels.values(), default=0) + 1):
+        splittable = [d for d in space.dims if space.levels[d] <= level]
+        options = [_halvings(space.dims[d], space.granule.get(d, 1)) for d in splittable]
+        best = None
+        for combo in itertools.product(*options):
+            sizes = {d: space.dims[d] for d in space.dims}
+            sizes.update(zip(splittable, combo))
+            for order in space.orders:
+                plan = evaluate(space, sizes, order, tile_overhead)
+                if plan.working_set <= budget and (
+                        best is None or (plan.cost, plan.n_tiles) < (best.cost, best.n_tiles)):
+                    best = plan
+        if best is not None:
+            return best
+    return None
+
+
+def minimum_working_set(space: TileSpace) -> int:
+    sizes = {d: (space.dims[d] if space.levels[d] > 99 else min(space.granule.get(d, 1),
+                                                                   space.dims[d]))
+             for d in space.dims}
+    return min(evaluate(space, sizes, o, 0).working_set for o in space.orders)
+
+
+def iterate_tiles(plan: TilePlan, dims: dict[str, int]):
+    """Yield tiles in loop order (outermost first)."""
+    ranges = []
+    for d in plan.order:
+        size = plan.sizes[d]
+        ranges.append([(s, min(size, dims[d] - s)) for s in range(0, dims[d], size)])
+    for combo in itertools.product(*ranges):
+        yield dict(zip(plan.order, combo))
+
+
+def window(start: int, count: int, stride: int, pad_before: int, extent: int, full: int):
+    """Input rows for `count` outputs from `start` of a strided window op.
+
+    Returns (box_start, box_size, pad_before, pad_after), the box clipped to [0, full).
+    """
+    first = start * stride - pad_before
+    last = (start + count - 1) * stride - pad_before + extent - 1
+    lo, hi = max(first, 0), min(last, full - 1)
+    if hi < lo:                    # the window lies entirely in padding
+        return 0, 0, last - first + 1, 0
+    return lo, hi - lo + 1, lo - first, last - hi

@@ -1,0 +1,1 @@
+"""The contract between compiler and machine: commands, operand descriptors, encoding, assembly."""

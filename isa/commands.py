@@ -1,0 +1,123 @@
+"""Commands of the NPU instruction set and their operand descriptors.
+
+Every command names the commands it waits for (`deps`): synchronisation is explicit, so the
+machine never infers hazards. Each engine runs its own commands in program order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Memory ids: 0 is the on-chip buffer; external memories follow in Program.memories order.
+ONCHIP = 0
+
+ITEMSIZE = {"bool": 1, "int4": 1, "int8": 1, "int16": 2, "int32": 4, "int48": 8, "int64": 8}
+
+
+@dataclass(frozen=True)
+class TensorView:
+    """A strided n-dimensional window onto one memory (byte strides, may be 0 or negative)."""
+
+    mem: int
+    addr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+
+    @property
+    def itemsize(self) -> int:
+        return ITEMSIZE[self.dtype]
+
+    @property
+    def count(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.itemsize
+
+    def footprint(self) -> tuple[int, int]:
+        """Half-open byte range [lo, hi) that bounds every element of the view."""
+        lo = hi = self.addr
+        for d, s in zip(self.shape, self.strides):
+            if d == 0:
+                return self.addr, self.addr
+            if s > 0:
+                hi += (d - 1) * s
+            else:
+                lo += (d - 1) * s
+        return lo, hi + self.itemsize
+
+    def contiguous_run(self) -> int:
+        """Bytes in the innermost contiguous run (what one burst of a DMA can move)."""
+        run = self.itemsize
+        for d, s in zip(reversed(self.shape), reversed(self.strides)):
+            if s == run:
+                run *= d
+            else:
+                break
+        return run
+
+
+def dense(mem: int, addr: int, shape, dtype: str) -> TensorView:
+    """A row-major contiguous view."""
+    shape = tuple(int(d) for d in shape)
+    strides, step = [], ITEMSIZE[dtype]
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(d, 1)
+    return TensorView(mem, addr, shape, tuple(reversed(strides)), dtype)
+
+
+@dataclass(kw_only=True)
+class Command:
+    id: int
+    deps: tuple[int, ...] = ()
+    layer: int = -1          # index into Program.layers, for per-layer reports
+
+
+@dataclass(kw_only=True)
+class DmaCopy(Command):
+    """Copy src to dst element by element (shapes equal): loads, stores and memory moves."""
+
+    channel: int
+    src: TensorView
+    dst: TensorView
+
+    @property
+    def engine(self) -> str:
+        return f"dma{self.channel}"
+
+
+@dataclass(kw_only=True)
+class DmaFill(Command):
+    """Write one constant value to every element of dst (padding borders, initial values)."""
+
+    channel: int
+    dst: TensorView
+    value: int
+
+    @property
+    def engine(self) -> str:
+        return f"dma{self.channel}"
+
+
+@dataclass(kw_only=True)
+class Compute(Command):
+    """A tile operation on the MAC array or vector unit, or a host-CPU fallback operation.
+
+    `op` names an entry of isa.opcodes.OPCODES, which fixes its engine, operands and attributes.
+    MAC and vector operands live in the on-chip buffer; host operands in external memory.
+    """
+
+    unit: str                                   # "mac" | "vector" | "host"
+    op: str
+    inputs: dict[str, TensorView]
+    outputs: dict[str, TensorView]
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def engine(self) -> str:
+        return self.unit

@@ -1,0 +1,86 @@
+"""The compute opcodes: which unit runs each, its operands and attributes.
+
+This table is the documentation of the instruction set (see isa/README.md) and is checked when a
+program is encoded or decoded. Output-stage attributes shared by all MAC opcodes:
+  scale32, rounding_mode, per_channel, output_zp, clamp=(lo, hi), acc_dtype ('int32'|'int48').
+A MAC command either writes `ofm` (output stage applied) or `acc_out` (raw partial sums, for
+splitting the reduction dimension); `acc_in` adds earlier partial sums.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ProgramError
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    unit: str
+    inputs: tuple[str, ...]
+    optional: tuple[str, ...]
+    outputs: tuple[str, ...]          # exactly one of these is written
+    attrs: tuple[str, ...]
+    doc: str
+
+
+_STAGE = ("bias", "multiplier", "shift", "acc_in")
+_STAGE_ATTRS = ("scale32", "rounding_mode", "per_channel", "output_zp", "clamp", "acc_dtype")
+_MAC_OUT = ("ofm", "acc_out")
+
+OPCODES: dict[str, OpSpec] = {
+    "conv2d": OpSpec("mac", ("ifm", "weights"), _STAGE, _MAC_OUT,
+                     ("pad", "stride", "dilation", "input_zp", "weight_zp") + _STAGE_ATTRS,
+                     "2-D convolution of an IFM tile (NHWC) with OHWI weights; pad is tile-local"),
+    "depthwise_conv2d": OpSpec("mac", ("ifm", "weights"), _STAGE, _MAC_OUT,
+                               ("pad", "stride", "dilation", "input_zp", "weight_zp") + _STAGE_ATTRS,
+                               "depthwise convolution, HWCM weights; pad is tile-local"),
+    "conv3d": OpSpec("mac", ("ifm", "weights"), _STAGE, _MAC_OUT,
+                     ("pad", "stride", "dilation", "input_zp", "weight_zp") + _STAGE_ATTRS,
+                     "3-D convolution, NDHWC IFM, ODHWI weights; pad is tile-local"),
+    "transpose_conv2d": OpSpec("mac", ("ifm", "weights"), _STAGE, _MAC_OUT,
+                               ("stride", "out_pad_top", "out_pad_left", "in_origin", "out_origin",
+                                "out_size", "input_zp", "weight_zp") + _STAGE_ATTRS,
+                               "transposed convolution; origins place the tile in the full tensors"),
+    "matmul": OpSpec("mac", ("a", "b"), _STAGE, _MAC_OUT, ("a_zp", "b_zp") + _STAGE_ATTRS,
+                     "batched matrix product [N,H,C] x [N,C,W]"),
+    "elementwise": OpSpec("vector", ("in0",), ("in1", "in2"), ("out",),
+                          ("fn", "shift", "round", "input_zp", "output_zp"),
+                          "elementwise TOSA function `fn` with broadcasting of size-1 dims"),
+    "rescale": OpSpec("vector", ("in0", "multiplier", "shift"), (), ("out",),
+                      ("input_zp", "output_zp", "scale32", "rounding_mode", "per_channel",
+                       "input_unsigned", "output_unsigned"),
+                      "TOSA RESCALE; multiplier/shift are per-channel tables in the buffer"),
+    "table": OpSpec("vector", ("in0", "table"), (), ("out",), (),
+                    "table lookup: 256 x int8, or 513 x int16 interpolated"),
+    "clamp": OpSpec("vector", ("in0",), (), ("out",), ("lo", "hi"), "clip to [lo, hi]"),
+    "avg_pool2d": OpSpec("vector", ("in0",), (), ("out",),
+                         ("kernel", "stride", "pad", "input_zp", "output_zp"),
+                         "average pool; pad is tile-local and excluded from the divisor"),
+    "max_pool2d": OpSpec("vector", ("in0",), (), ("out",), ("kernel", "stride", "pad"),
+                         "max pool; pad is tile-local"),
+    "reduce": OpSpec("vector", ("in0",), ("acc_in",), ("out",), ("fn", "axis"),
+                     "REDUCE_{SUM,MAX,MIN,ALL,ANY} along axis; acc_in combines a partial result"),
+    "argmax": OpSpec("vector", ("in0",), (), ("out",), ("axis",), "index of the first maximum"),
+    "resize": OpSpec("vector", ("in0",), (), ("out",),
+                     ("mode", "scale", "offset", "border", "in_origin", "out_origin", "out_size",
+                      "in_size"),
+                     "RESIZE of a tile; origins place the tile in the full tensors"),
+    "host": OpSpec("host", (), tuple(f"in{i}" for i in range(64)), ("out0",),
+                   ("tosa_op",),
+                   "a TOSA operator run by the host CPU on external memory"),
+}
+
+
+def check(cmd) -> None:
+    spec = OPCODES.get(cmd.op)
+    if spec is None:
+        raise ProgramError(f"command {cmd.id}: unknown opcode '{cmd.op}'")
+    if spec.unit != cmd.unit:
+        raise ProgramError(f"command {cmd.id}: opcode '{cmd.op}' runs on {spec.unit}, not {cmd.unit}")
+    missing = [n for n in spec.inputs if n not in cmd.inputs]
+    unknown = [n for n in cmd.inputs if n not in spec.inputs + spec.optional]
+    if missing or unknown:
+        raise ProgramError(f"command {cmd.id} {cmd.op}: operands missing {missing} unknown {unknown}")
+    if spec.unit != "host" and (len(cmd.outputs) != 1 or next(iter(cmd.outputs)) not in spec.outputs):
+        raise ProgramError(f"command {cmd.id} {cmd.op}: writes {list(cmd.outputs)}, expected one of "
+                           f"{list(spec.outputs)}")

@@ -1,0 +1,53 @@
+"""A compiled program: commands, memory image, I/O bindings and layer table."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .commands import Command, TensorView
+
+
+@dataclass
+class Segment:
+    """Initial bytes of one memory region (weights, biases, tables, constant inputs)."""
+
+    mem: int
+    addr: int
+    data: bytes
+
+
+@dataclass
+class Binding:
+    """A graph input or output: its TOSA name and where it lives."""
+
+    name: str
+    view: TensorView
+
+
+@dataclass
+class Layer:
+    """One NPU operation after fusion: the TOSA ops it covers and its static figures."""
+
+    name: str
+    ops: list[str]
+    unit: str                 # "mac" | "vector" | "dma" | "host"
+    macs: int = 0
+    min_bytes: dict[str, int] = field(default_factory=dict)   # per external memory, for rooflines
+    tiles: int = 0
+
+
+@dataclass
+class Program:
+    memories: list[str]                 # external memory names; memory id = index + 1
+    memory_sizes: list[int]             # bytes each needs; index 0 is the on-chip buffer
+    commands: list[Command]
+    segments: list[Segment]
+    inputs: list[Binding]
+    outputs: list[Binding]
+    layers: list[Layer]
+    meta: dict = field(default_factory=dict)   # model, config name and fingerprint, compiler options
+
+    def memory_name(self, mem: int) -> str:
+        return "onchip" if mem == 0 else self.memories[mem - 1]
+
+    def memory_id(self, name: str) -> int:
+        return 0 if name == "onchip" else self.memories.index(name) + 1

@@ -1,0 +1,104 @@
+"""The Python API: load a config, compile a model, simulate it, get a report.
+
+    from npu_sim import api
+    cfg = api.load_config("edge-256").with_overrides({"sram.size": "96 KiB"})
+    result = api.run("model.tosa", cfg)
+    print(result.report.cycles, result.outputs)
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from compiler.driver import compile_graph
+from compiler.ir import Graph
+from compiler.loader import load_model
+from isa.encoding import decode, encode
+from isa.errors import ConfigError, ModelError
+from isa.program import Program
+
+from .config import HardwareConfig, config_from_dict, load_config
+from .memory import STORAGE
+from .report import Report, build_report
+from .simulator import Machine
+
+__all__ = ["load_config", "compile_model", "simulate", "run", "random_inputs", "default_model",
+           "load_program", "save_program", "RunResult"]
+
+DEFAULT_MODEL = Path(__file__).parent / "data" / "mobilenet_v2_224.tosa"
+
+
+def default_model() -> Path:
+    return DEFAULT_MODEL
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, np.ndarray]
+    report: Report
+    program: Program
+
+
+def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig) -> Program:
+    graph = model if isinstance(model, Graph) else load_model(model)
+    name = Path(graph.source).stem if graph.source else "model"
+    program = compile_graph(graph, config, model_name=name)
+    program.meta["config_dict"] = config.to_dict()
+    return program
+
+
+def save_program(program: Program, path: str | os.PathLike):
+    Path(path).write_bytes(encode(program))
+
+
+def load_program(path: str | os.PathLike) -> Program:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read ({exc.strerror})") from None
+    return decode(data, str(path))
+
+
+def config_for_program(program: Program, config: HardwareConfig | None) -> HardwareConfig:
+    """The config a program was compiled for; a different one given explicitly is an error."""
+    embedded = config_from_dict(program.meta["config_dict"], source="<program>")
+    if config is not None and config.fingerprint() != embedded.fingerprint():
+        raise ConfigError(f"the program was compiled for config '{embedded.name}', not "
+                          f"'{config.name}'; recompile it with npu-sim compile --config")
+    return embedded
+
+
+def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random data for every graph input, over the full range of its dtype."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for b in program.inputs:
+        dtype = np.dtype(STORAGE[b.view.dtype])
+        if dtype == np.bool_:
+            out[b.name] = rng.integers(0, 2, b.view.shape).astype(np.bool_)
+        else:
+            info = np.iinfo(dtype)
+            lo, hi = (-8, 7) if b.view.dtype == "int4" else (info.min, info.max)
+            out[b.name] = rng.integers(lo, hi, b.view.shape, endpoint=True).astype(dtype)
+    return out
+
+
+def simulate(program: Program, config: HardwareConfig, inputs: dict | None = None,
+             timing_only: bool = False, seed: int = 0) -> RunResult:
+    machine = Machine(program, config)
+    values = None
+    if not timing_only:
+        values = random_inputs(program, seed)
+        values.update(inputs or {})
+    sim = machine.run(values, compute_values=not timing_only)
+    return RunResult(sim.outputs, build_report(program, config, sim, timing_only), program)
+
+
+def run(model: str | os.PathLike | Graph | None = None, config: HardwareConfig | str | None = None,
+        inputs: dict | None = None, timing_only: bool = False, seed: int = 0) -> RunResult:
+    cfg = config if isinstance(config, HardwareConfig) else load_config(config)
+    program = compile_model(model if model is not None else DEFAULT_MODEL, cfg)
+    return simulate(program, cfg, inputs, timing_only, seed)

@@ -1,0 +1,115 @@
+"""Cost model: the cycles each command occupies its engine and the ports it holds.
+
+A function of the config and the command only, so it is the same with or without values.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from isa.commands import Compute, DmaCopy, DmaFill, TensorView
+
+PIPELINE_LATENCY = 8          # vector unit fill/drain cycles per command
+
+
+@dataclass
+class Cost:
+    setup: int                 # cycles before the ports are needed (setup, latency, fill)
+    busy: int                  # cycles holding the ports
+    ports: tuple[int, ...]     # memory ids held during `busy` (0 = an on-chip bank)
+    macs: int = 0
+    elements: int = 0          # vector-unit element operations
+
+
+def _prod(xs) -> int:
+    return math.prod(xs) if xs else 1
+
+
+class CostModel:
+    def __init__(self, config, memory_names: list[str]):
+        self.cfg = config
+        self.names = memory_names
+        self.mem_bpc = [config.sram.bytes_per_cycle] + [
+            config.memory_bytes_per_cycle(n) for n in memory_names]
+        self.mem_latency = [1] + [config.memory_latency_cycles(n) for n in memory_names]
+        self.cpu_ratio = config.clock_mhz / config.cpu_baseline.clock_mhz
+
+    def of(self, cmd) -> Cost:
+        if isinstance(cmd, (DmaCopy, DmaFill)):
+            return self._dma(cmd)
+        if cmd.unit == "mac":
+            return self._mac(cmd)
+        if cmd.unit == "vector":
+            return self._vector(cmd)
+        return self._host(cmd)
+
+    def _dma(self, cmd) -> Cost:
+        dst: TensorView = cmd.dst
+        src = cmd.src if isinstance(cmd, DmaCopy) else None
+        nbytes = dst.nbytes
+        rate = min(self.cfg.dma.bytes_per_cycle, self.mem_bpc[dst.mem],
+                   self.mem_bpc[src.mem] if src is not None else math.inf)
+        latency = self.mem_latency[src.mem] if src is not None else 0
+        ports = tuple(sorted({dst.mem} | ({src.mem} if src is not None else set())))
+        return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(nbytes / rate)), ports)
+
+    def _sram_cycles(self, cmd: Compute) -> int:
+        moved = sum(v.nbytes for v in cmd.inputs.values()) + sum(
+            v.nbytes for v in cmd.outputs.values())
+        return math.ceil(moved / self.cfg.sram.bytes_per_cycle)
+
+    def _mac(self, cmd: Compute) -> Cost:
+        arr = self.cfg.mac_array
+        x, a = cmd.inputs, cmd.attrs
+        out = next(iter(cmd.outputs.values())).shape
+        if cmd.op == "matmul":
+            n, h, c = x["a"].shape
+            m, cols, k = n * h, x["b"].shape[2], c
+        elif cmd.op == "depthwise_conv2d":
+            kh, kw = x["weights"].shape[:2]
+            m, cols, k = _prod(out[:-1]), out[-1], kh * kw
+        elif cmd.op == "transpose_conv2d":
+            _, kh, kw, ic = x["weights"].shape
+            sy, sx = a["stride"]
+            m, cols, k = _prod(out[:-1]), out[-1], math.ceil(kh / sy) * math.ceil(kw / sx) * ic
+        else:
+            w = x["weights"].shape
+            m, cols, k = _prod(out[:-1]), out[-1], _prod(w[1:])
+        if arr.dataflow == "weight_stationary":
+            cycles = math.ceil(k / arr.rows) * math.ceil(cols / arr.cols) * m
+        else:
+            cycles = math.ceil(m / arr.rows) * math.ceil(cols / arr.cols) * k
+        if x[next(iter(x))].dtype == "int16":
+            cycles *= 2                        # 16-bit activations take two passes
+        macs = m * cols * k
+        busy = max(cycles, self._sram_cycles(cmd), 1)
+        return Cost(arr.rows + arr.cols, busy, (0,), macs=macs)
+
+    def _vector(self, cmd: Compute) -> Cost:
+        out = next(iter(cmd.outputs.values()))
+        a = cmd.attrs
+        if cmd.op in ("avg_pool2d", "max_pool2d"):
+            work = out.count * _prod(a["kernel"])
+        elif cmd.op in ("reduce", "argmax"):
+            work = cmd.inputs["in0"].count
+        elif cmd.op == "resize":
+            work = out.count * (4 if a["mode"] == "BILINEAR" else 1)
+        else:
+            work = out.count
+        cycles = math.ceil(work / self.cfg.vector_unit.lanes)
+        return Cost(PIPELINE_LATENCY, max(cycles, self._sram_cycles(cmd), 1), (0,), elements=work)
+
+    def _host(self, cmd: Compute) -> Cost:
+        cpu = self.cfg.cpu_baseline
+        moved = sum(v.nbytes for v in cmd.inputs.values()) + sum(
+            v.nbytes for v in cmd.outputs.values())
+        work = sum(v.count for v in cmd.outputs.values())
+        macs = 0
+        if cmd.attrs.get("tosa_op") == "CONV3D":
+            w = cmd.inputs["in1"].shape
+            macs = cmd.outputs["out0"].count * _prod(w[1:])
+        cpu_cycles = macs / cpu.macs_per_cycle + work / cpu.ops_per_cycle + moved / cpu.bytes_per_cycle
+        ports = tuple(sorted({v.mem for v in list(cmd.inputs.values()) + list(cmd.outputs.values())
+                              if v.mem}))
+        return Cost(0, max(1, math.ceil(cpu_cycles * self.cpu_ratio)), ports, macs=macs,
+                    elements=work)

@@ -1,0 +1,112 @@
+"""Functional execution of one command on the modelled memories (bit-exact datapath)."""
+from __future__ import annotations
+
+import numpy as np
+
+from isa.commands import Compute, DmaCopy, DmaFill
+
+from . import datapath as dp
+from .memory import STORAGE, Memories
+
+_ACC_WRAP = {"int32": np.int32, "int48": np.int64}
+
+
+def _wrap_acc(acc: np.ndarray, acc_dtype: str) -> np.ndarray:
+    if acc_dtype == "int32":
+        return acc.astype(np.int64).astype(np.int32)       # two's-complement wrap, as the model
+    return acc.astype(np.int64)
+
+
+def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
+    a = cmd.attrs
+    if cmd.op == "conv2d":
+        acc = dp.conv2d_acc(x["ifm"], x["weights"], a["pad"], a["stride"], a["dilation"],
+                            a["input_zp"], a["weight_zp"])
+    elif cmd.op == "depthwise_conv2d":
+        acc = dp.depthwise_conv2d_acc(x["ifm"], x["weights"], a["pad"], a["stride"],
+                                      a["dilation"], a["input_zp"], a["weight_zp"])
+    elif cmd.op == "transpose_conv2d":
+        acc = dp.transpose_conv2d_acc(x["ifm"], x["weights"], a["stride"], a["out_pad_top"],
+                                      a["out_pad_left"], a["in_origin"], a["out_origin"],
+                                      a["out_size"], a["input_zp"], a["weight_zp"])
+    elif cmd.op == "conv3d":
+        acc = dp.conv3d_acc(x["ifm"], x["weights"], a["pad"], a["stride"], a["dilation"],
+                            a["input_zp"], a["weight_zp"])
+    else:
+        acc = dp.matmul_acc(x["a"], x["b"], a["a_zp"], a["b_zp"])
+    if "acc_in" in x:
+        acc = acc + x["acc_in"].astype(np.int64)
+    if out_name == "acc_out":
+        out[...] = _wrap_acc(acc, a["acc_dtype"])
+        return
+    has_scale = "multiplier" in x
+    out[...] = dp.output_stage(
+        acc, bias=x.get("bias"), multiplier=x.get("multiplier") if has_scale else None,
+        shift=x.get("shift") if has_scale else None, scale32=a.get("scale32", True),
+        rounding_mode=a.get("rounding_mode", "SINGLE_ROUND"), per_channel=True,
+        output_zp=a.get("output_zp", 0), clamp=a.get("clamp"), out_dtype=out.dtype,
+        acc_dtype=a["acc_dtype"])
+
+
+_COMBINE = {"REDUCE_SUM": np.add, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum,
+            "REDUCE_ALL": np.logical_and, "REDUCE_ANY": np.logical_or}
+
+
+def _vector(cmd: Compute, x: dict, out: np.ndarray):
+    a, op = cmd.attrs, cmd.op
+    if op == "elementwise":
+        extra = {k: a[k] for k in ("shift", "round", "input_zp", "output_zp") if k in a}
+        ins = [x[k] for k in ("in0", "in1", "in2") if k in x]
+        out[...] = dp.elementwise(a["fn"], ins, out.dtype, **extra)
+    elif op == "rescale":
+        out[...] = dp.rescale(x["in0"], x["multiplier"], x["shift"], a["input_zp"], a["output_zp"],
+                              scale32=a["scale32"], rounding_mode=a["rounding_mode"],
+                              per_channel=a["per_channel"], input_unsigned=a["input_unsigned"],
+                              output_unsigned=a["output_unsigned"], out_dtype=out.dtype)
+    elif op == "table":
+        out[...] = dp.table(x["in0"], x["table"])
+    elif op == "clamp":
+        out[...] = dp.clamp(x["in0"], a["lo"], a["hi"])
+    elif op == "avg_pool2d":
+        out[...] = dp.avg_pool2d(x["in0"], a["kernel"], a["stride"], a["pad"], a["input_zp"],
+                                 a["output_zp"], out.dtype)
+    elif op == "max_pool2d":
+        out[...] = dp.max_pool2d(x["in0"], a["kernel"], a["stride"], a["pad"])
+    elif op == "reduce":
+        part = dp.reduce(a["fn"], x["in0"], a["axis"])
+        if "acc_in" in x:
+            part = _COMBINE[a["fn"]](x["acc_in"], part)
+        out[...] = part
+    elif op == "argmax":
+        out[...] = dp.argmax(x["in0"], a["axis"])
+    elif op == "resize":
+        out[...] = dp.resize(x["in0"], mode=a["mode"], scale=a["scale"], offset=a["offset"],
+                             border=a["border"], in_origin=a["in_origin"],
+                             out_origin=a["out_origin"], out_size=a["out_size"],
+                             in_size=a["in_size"], out_dtype=out.dtype)
+
+
+def _host(cmd: Compute, x: dict, outs: dict):
+    from .hostcpu import run_host_op
+    results = run_host_op(cmd.attrs["tosa_op"], [x[f"in{i}"] for i in range(len(x))], cmd.attrs,
+                          [o.dtype for o in outs.values()])
+    for o, r in zip(outs.values(), results):
+        o[...] = r
+
+
+def execute(cmd, mem: Memories):
+    if isinstance(cmd, DmaCopy):
+        mem.array(cmd.dst)[...] = mem.array(cmd.src)
+    elif isinstance(cmd, DmaFill):
+        dst = mem.array(cmd.dst)
+        dst[...] = np.array(cmd.value).astype(STORAGE[cmd.dst.dtype])
+    elif isinstance(cmd, Compute):
+        x = {k: mem.array(v) for k, v in cmd.inputs.items()}
+        outs = {k: mem.array(v) for k, v in cmd.outputs.items()}
+        if cmd.unit == "mac":
+            (name, out), = outs.items()
+            _mac(cmd, x, out, name)
+        elif cmd.unit == "vector":
+            _vector(cmd, x, next(iter(outs.values())))
+        else:
+            _host(cmd, x, outs)

@@ -1,0 +1,111 @@
+"""The machine in time: each engine is a simpy process that runs its commands in order.
+
+An engine waits for a command's dependencies, spends its setup cycles, holds the memory ports
+it needs for the transfer or compute time (ports are shared resources, so DMA and compute
+contend for bandwidth), then applies the command to the modelled memories. One simpy timeout
+per command: never per cycle.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from isa.commands import Compute, DmaCopy
+from isa.errors import InputError
+from isa.program import Program
+
+from .cost import Cost, CostModel
+from .execute import execute
+from .memory import STORAGE, Memories
+
+
+@dataclass
+class SimResult:
+    cycles: int
+    start: np.ndarray                    # per command
+    end: np.ndarray
+    costs: list[Cost]
+    engines: dict[str, list[int]]        # engine -> command ids in order
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Machine:
+    def __init__(self, program: Program, config):
+        self.program, self.config = program, config
+        self.cost_model = CostModel(config, program.memories)
+        self.engines: dict[str, list] = {}
+        for cmd in program.commands:
+            self.engines.setdefault(cmd.engine, []).append(cmd)
+
+    def _memories(self, inputs: dict[str, np.ndarray]) -> Memories:
+        mem = Memories(self.program.memories, self.program.memory_sizes)
+        for seg in self.program.segments:
+            mem.load(seg.mem, seg.addr, seg.data)
+        for binding in self.program.inputs:
+            if binding.name not in inputs:
+                raise InputError(f"no value for graph input '{binding.name}'")
+            value = np.asarray(inputs[binding.name])
+            view = binding.view
+            if tuple(value.shape) != tuple(view.shape):
+                raise InputError(f"input '{binding.name}': shape {list(value.shape)}, the graph "
+                                 f"expects {list(view.shape)}")
+            if value.dtype != np.dtype(STORAGE[view.dtype]):
+                raise InputError(f"input '{binding.name}': dtype {value.dtype}, the graph expects "
+                                 f"{np.dtype(STORAGE[view.dtype])} (TOSA {view.dtype})")
+            mem.array(view)[...] = value
+        return mem
+
+    def run(self, inputs: dict[str, np.ndarray] | None = None, compute_values: bool = True,
+            ) -> SimResult:
+        mem = self._memories(inputs or {}) if compute_values else None
+        n = len(self.program.commands)
+        costs = [self.cost_model.of(c) for c in self.program.commands]
+        start = np.zeros(n, dtype=np.int64)
+        end = np.zeros(n, dtype=np.int64)
+        env = simpy.Environment()
+        done = [env.event() for _ in range(n)]
+        ports = [simpy.Resource(env, capacity=self.config.sram.banks)] + [
+            simpy.Resource(env, capacity=1) for _ in self.program.memories]
+
+        def engine(cmds):
+            for cmd in cmds:
+                for d in cmd.deps:
+                    if not done[d].processed:
+                        yield done[d]
+                c = costs[cmd.id]
+                start[cmd.id] = env.now
+                if c.setup:
+                    yield env.timeout(c.setup)
+                held = []
+                for p in c.ports:
+                    req = ports[p].request()
+                    yield req
+                    held.append((p, req))
+                yield env.timeout(c.busy)
+                for p, req in held:
+                    ports[p].release(req)
+                if mem is not None:
+                    execute(cmd, mem)
+                end[cmd.id] = env.now
+                done[cmd.id].succeed()
+
+        for cmds in self.engines.values():
+            env.process(engine(cmds))
+        env.run()
+        result = SimResult(int(end.max()) if n else 0, start, end, costs,
+                           {k: [c.id for c in v] for k, v in self.engines.items()})
+        if mem is not None:
+            result.outputs = {b.name: mem.array(b.view).copy() for b in self.program.outputs}
+        return result
+
+
+def command_traffic(cmd) -> list[tuple[int, int, int]]:
+    """(memory id, bytes read, bytes written) of a command, for energy and bandwidth figures."""
+    if isinstance(cmd, DmaCopy):
+        return [(cmd.src.mem, cmd.src.nbytes, 0), (cmd.dst.mem, 0, cmd.dst.nbytes)]
+    if isinstance(cmd, Compute):
+        return [(v.mem, v.nbytes, 0) for v in cmd.inputs.values()] + [
+            (v.mem, 0, v.nbytes) for v in cmd.outputs.values()]
+    return [(cmd.dst.mem, 0, cmd.dst.nbytes)]
