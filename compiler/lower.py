@@ -8,7 +8,7 @@ from .allocate import align
 from .families import Context, build_space, const_int
 from .placement import Placement
 from .steps import Step
-from .tiling import iterate_tiles, minimum_working_set, search
+from .tiling import iterate_tiles, minimum_working_set, plan_tiles
 
 _CONST_ROLES = {"weights", "stage", "table", "multiplier", "shift"}
 
@@ -40,7 +40,7 @@ class Lowering:
 
     def _tiled(self, step: Step) -> int:
         space, opcode, attrs = build_space(step, self.ctx)
-        plan = search(space, self.p.workspace_size, self.tile_overhead)
+        plan = plan_tiles(space, self.p.workspace_size, self.tile_overhead)
         if plan is None:
             raise DoesNotFitError(
                 f"{step.main.describe()}: the smallest tile needs {minimum_working_set(space)} B of "

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .allocate import align
+
 Box = tuple[tuple[int, int], ...]          # (start, size) per tensor dim
 Tile = dict[str, tuple[int, int]]           # dim -> (start, size)
 
@@ -59,7 +61,8 @@ class TilePlan:
 
 
 def box_bytes(box: Box, itemsize: int) -> int:
-    return math.prod(size for _, size in box) * itemsize
+    """Bytes of a dense buffer holding the box, rounded up to the allocation alignment."""
+    return align(math.prod(size for _, size in box) * itemsize)
 
 
 def _halvings(size: int, granule: int = 1) -> list[int]:
@@ -75,14 +78,29 @@ def _halvings(size: int, granule: int = 1) -> list[int]:
     return out
 
 
-def _representative_tile(space: TileSpace, sizes: dict[str, int]) -> Tile:
-    """A tile away from the borders, so halo boxes take their largest size."""
-    tile = {}
+def _sample_tiles(space: TileSpace, sizes: dict[str, int]) -> list[Tile]:
+    """The first, a middle and the last tile: halo boxes of strided ops vary with the tile's
+    position, so buffer sizes take the largest of these (the lowering checks every tile)."""
+    first, middle, last = {}, {}, {}
     for d, full in space.dims.items():
         t = sizes[d]
-        start = min(max(0, (full // 2) - t // 2), full - t)
-        tile[d] = (start, t)
-    return tile
+        first[d] = (0, t)
+        mid = min(full // 2 // t * t, max(full - t, 0))
+        middle[d] = (mid, min(t, full - mid))
+        end = (full - 1) // t * t
+        last[d] = (end, full - end)
+    return [first, middle, last]
+
+
+def box_sizes(space: TileSpace, tiles) -> tuple[dict[str, int], int]:
+    """Largest buffer bytes per input role and for the output over `tiles`."""
+    sizes: dict[str, int] = {}
+    out = 0
+    for tile in tiles:
+        for opnd in space.inputs:
+            sizes[opnd.role] = max(sizes.get(opnd.role, 0), box_bytes(opnd.box(tile), opnd.itemsize))
+        out = max(out, box_bytes(space.output.box(tile), space.output.itemsize))
+    return sizes, out
 
 
 def _loads(order, counts, depends) -> int:
@@ -92,13 +110,14 @@ def _loads(order, counts, depends) -> int:
     return math.prod(counts[d] for d in order[: max(dep_positions) + 1])
 
 
-def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: float) -> TilePlan:
+def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: float,
+             tiles=None) -> TilePlan:
     counts = {d: -(-space.dims[d] // sizes[d]) for d in space.dims}
-    tile = _representative_tile(space, sizes)
+    in_bytes, out_bytes = box_sizes(space, tiles or _sample_tiles(space, sizes))
     buffers, buffer_bytes, working, cost = {}, {}, 0, 0.0
     for opnd in space.inputs:
         loads = _loads(order, counts, opnd.depends)
-        nbytes = box_bytes(opnd.box(tile), opnd.itemsize)
+        nbytes = in_bytes[opnd.role]
         if opnd.on_chip:
             continue
         buffers[opnd.role] = 2 if loads > 1 else 1
@@ -106,7 +125,6 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
         working += buffers[opnd.role] * nbytes
         cost += loads * nbytes * opnd.cost_per_byte
     n_out = math.prod(c for d, c in counts.items() if d != space.reduction)
-    out_bytes = box_bytes(space.output.box(tile), space.output.itemsize)
     if not space.output.on_chip:
         role = space.output.role
         buffers[role] = 2 if n_out > 1 else 1
@@ -115,7 +133,7 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
         cost += n_out * out_bytes * space.output.cost_per_byte
     acc_bytes = 0
     if space.reduction and counts.get(space.reduction, 1) > 1:
-        acc_bytes = math.prod(s for _, s in space.output.box(tile)) * space.acc_itemsize
+        acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
         working += acc_bytes
     n_tiles = math.prod(counts.values())
     return TilePlan(dict(sizes), tuple(order), counts, buffers, buffer_bytes, acc_bytes, working,
@@ -169,3 +187,19 @@ def window(start: int, count: int, stride: int, pad_before: int, extent: int, fu
     if hi < lo:                    # the window lies entirely in padding
         return 0, 0, last - first + 1, 0
     return lo, hi - lo + 1, lo - first, last - hi
+
+
+def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0) -> TilePlan | None:
+    """search(), then size every buffer over all tiles; if a tile the samples missed needs
+    more space, search again with a budget reduced by the shortfall."""
+    target = budget
+    while target > 0:
+        plan = search(space, target, tile_overhead)
+        if plan is None:
+            return None
+        exact = evaluate(space, plan.sizes, plan.order, tile_overhead,
+                         tiles=list(iterate_tiles(plan, space.dims)))
+        if exact.working_set <= budget:
+            return exact
+        target -= exact.working_set - budget
+    return None

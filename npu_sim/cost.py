@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from isa.commands import Compute, DmaCopy, DmaFill, TensorView
 
 PIPELINE_LATENCY = 8          # vector unit fill/drain cycles per command
+# MAC array fill/drain per command. Held constant rather than growing with rows + cols: the
+# weight registers are double-buffered, so a larger array hides its fill behind the last tile.
+MAC_PIPELINE_LATENCY = 16
 
 
 @dataclass
@@ -83,7 +86,7 @@ class CostModel:
             cycles *= 2                        # 16-bit activations take two passes
         macs = m * cols * k
         busy = max(cycles, self._sram_cycles(cmd), 1)
-        return Cost(arr.rows + arr.cols, busy, (0,), macs=macs)
+        return Cost(MAC_PIPELINE_LATENCY, busy, (0,), macs=macs)
 
     def _vector(self, cmd: Compute) -> Cost:
         out = next(iter(cmd.outputs.values()))

@@ -73,8 +73,8 @@ class Report:
         L = [f"npu-sim: {self.model} on {self.config} ({self.clock_mhz:g} MHz)"
              + ("  [timing only]" if self.timing_only else ""),
              f"  cycles            {self.cycles:,}  ({self.seconds * 1e3:.3f} ms)",
-             f"  roofline bound    {self.roofline['cycles']:,} cycles ({self.roofline['bound_by']}); "
-             f"achieved {self.roofline['cycles'] / max(self.cycles, 1):.1%} of it",
+             f"  roofline bound    {self.roofline['cycles']:,} cycles ({self.roofline['bound_by']}"
+             f"-bound); simulated {self.cycles / max(self.roofline['cycles'], 1):.2f}x the bound",
              f"  MACs              {self.total_macs:,}  (MAC utilization {self.mac_utilization:.1%})",
              f"  operators         NPU {self.operators['npu']} "
              f"({self.operators['npu'] / max(self.operators['npu'] + self.operators['host'], 1):.0%})"

@@ -1,0 +1,435 @@
+"""Hardware configuration: one YAML file describes one NPU, validated strictly at load time.
+
+Every mistake in a config becomes a ConfigError naming the file, the key path and what was
+expected, so a typo fails loudly here instead of silently skewing simulated cycles later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field, fields, is_dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from isa.errors import ConfigError
+
+PRESET_DIR = Path(__file__).parent / "configs"  # symlink to the top-level configs/ directory
+
+PROFILES = ("PRO-INT",)
+EXTENSIONS = ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND", "EXT-CONTROLFLOW", "EXT-VARIABLE")
+LEVELS = ("8K", "none")
+DATAFLOWS = ("weight_stationary", "output_stationary")
+MAC_DTYPES = ("int8", "int16", "int4")
+# A MAC dtype beyond int8 is only reachable through the TOSA extension that introduces it.
+_DTYPE_EXTENSION = {"int16": "EXT-INT16", "int4": "EXT-INT4"}
+MIN_SRAM = 1024
+MAX_SIZE = 1 << 64  # addresses are 64-bit
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(" + "|".join(_UNITS) + r")\s*$")
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # no dots: names appear in dotted override keys
+
+
+@dataclass(frozen=True)
+class MacArrayConfig:
+    rows: int
+    cols: int
+    dataflow: str
+    dtypes: tuple[str, ...]
+
+    @property
+    def macs_per_cycle(self) -> int:
+        return self.rows * self.cols
+
+
+@dataclass(frozen=True)
+class VectorUnitConfig:
+    lanes: int
+
+
+@dataclass(frozen=True)
+class SramConfig:
+    size: int
+    banks: int
+    bytes_per_cycle: float  # per bank
+
+    @property
+    def bank_size(self) -> int:
+        return self.size // self.banks
+
+
+@dataclass(frozen=True)
+class DmaConfig:
+    channels: int
+    bytes_per_cycle: float  # per channel
+    setup_cycles: int
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    name: str
+    size: int
+    bandwidth_gbps: float
+    latency_ns: float
+
+
+@dataclass(frozen=True)
+class PlacementConfig:
+    weights: str
+    feature_maps: str
+
+
+@dataclass(frozen=True)
+class MemoryEnergy:
+    read_pj_per_byte: float
+    write_pj_per_byte: float
+
+
+@dataclass(frozen=True)
+class EnergyConfig:
+    mac_pj: dict[str, float]
+    vector_op_pj: float
+    sram_read_pj_per_byte: float
+    sram_write_pj_per_byte: float
+    memories: dict[str, MemoryEnergy]
+    dma_pj_per_byte: float
+    leakage_mw: float
+
+    def __hash__(self) -> int:  # dict fields are not hashable; their contents are
+        return hash(json.dumps(_plain(self), sort_keys=True))
+
+
+@dataclass(frozen=True)
+class CpuBaselineConfig:
+    name: str
+    clock_mhz: float
+    macs_per_cycle: float
+    ops_per_cycle: float
+    power_mw: float
+    bytes_per_cycle: float
+
+
+@dataclass(frozen=True)
+class TosaTarget:
+    profile: str
+    extensions: tuple[str, ...]
+    level: str  # "8K" or "none"
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    name: str
+    description: str
+    clock_mhz: float
+    tosa: TosaTarget
+    mac_array: MacArrayConfig
+    vector_unit: VectorUnitConfig
+    sram: SramConfig
+    dma: DmaConfig
+    memories: dict[str, MemoryConfig]  # insertion-ordered; treat as read-only
+    placement: PlacementConfig
+    energy: EnergyConfig
+    cpu_baseline: CpuBaselineConfig
+    driver_overhead_us: float
+    source: str = field(default="<dict>", compare=False)  # where it came from, not what it is
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint())
+
+    def _memory(self, name: str) -> MemoryConfig:
+        if name not in self.memories:
+            raise ConfigError(f"{self.source}: memories.{name}: unknown memory "
+                              f"(expected one of: {', '.join(self.memories)})")
+        return self.memories[name]
+
+    def memory_bytes_per_cycle(self, name: str) -> float:
+        """Bytes the named memory delivers per NPU clock cycle."""
+        return self._memory(name).bandwidth_gbps * 1e9 / (self.clock_mhz * 1e6)
+
+    def memory_latency_cycles(self, name: str) -> int:
+        # round() first so 30 ns * 500 MHz = 15.000000000000002 does not become 16 cycles
+        return math.ceil(round(self._memory(name).latency_ns * self.clock_mhz / 1000, 9))
+
+    def to_dict(self) -> dict:
+        """Plain, JSON-able data in the YAML schema (sizes in bytes); config_from_dict inverts it."""
+        d = _plain(self)
+        del d["source"]
+        for mem in d["memories"].values():
+            del mem["name"]  # the mapping key already is the name
+        return d
+
+    def with_overrides(self, overrides: dict[str, object]) -> HardwareConfig:
+        """A copy with dotted keys replaced, e.g. {"mac_array.rows": 64}; validated like a file."""
+        src = f"{self.source} (overrides)"
+        d = self.to_dict()
+        if not isinstance(overrides, dict):
+            raise ConfigError(f"{src}: expected a mapping of dotted keys to values, got {_show(overrides)}")
+        for key, value in overrides.items():
+            parts = key.split(".") if isinstance(key, str) else []
+            if not parts or not all(parts):
+                raise ConfigError(f"{src}: {key!r}: expected a dotted key like mac_array.rows")
+            node = d
+            for i, part in enumerate(parts[:-1]):
+                if not isinstance(node, dict) or part not in node:
+                    where = ".".join(parts[: i + 1])
+                    expected = f" (expected one of: {', '.join(node)})" if isinstance(node, dict) else ""
+                    raise ConfigError(f"{src}: {where}: unknown key{expected}")
+                node = node[part]
+            if not isinstance(node, dict):
+                raise ConfigError(f"{src}: {key}: {'.'.join(parts[:-1])} is not a section")
+            node[parts[-1]] = value  # a new leaf is caught by validation as an unknown key
+        return _build(d, src, self.source)
+
+    def fingerprint(self) -> str:
+        """Stable sha256 of the configuration's content (not of its source path), for caching."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _plain(obj: Any) -> Any:
+    if is_dataclass(obj):
+        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Checker:
+    """Type and range checks that phrase every failure as '<source>: <key path>: <expected>'."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, path: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {path or '(top level)'}: {message}")
+
+    def mapping(self, data: Any, path: str) -> dict:
+        if not isinstance(data, dict):
+            raise self.fail(path, f"expected a mapping, got {_show(data)}")
+        return data
+
+    def section(self, data: Any, path: str, keys: tuple, optional: tuple = (), missing: str = "") -> dict:
+        """A mapping with exactly `keys` (schema order), of which `optional` may be absent."""
+        self.mapping(data, path)
+        for key in data:
+            if key not in keys:
+                listed = ", ".join(map(str, keys)) or "nothing"
+                raise self.fail(_join(path, key), f"unknown key (expected one of: {listed})")
+        for key in keys:
+            if key not in data and key not in optional:
+                raise self.fail(_join(path, key), missing or "missing required key")
+        return data
+
+    def number(self, value: Any, path: str, *, integer: bool = False, zero_ok: bool = False) -> Any:
+        ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+        if ok and not integer:
+            try:
+                value = float(value)
+            except OverflowError:  # an int beyond float range
+                ok = False
+        if (not ok or (isinstance(value, float) and not math.isfinite(value))
+                or value < 0 or (value == 0 and not zero_ok)):
+            adjective = "non-negative" if zero_ok else "positive"
+            raise self.fail(path, f"expected a {adjective} {'integer' if integer else 'number'}, got {_show(value)}")
+        return value
+
+    def text(self, value: Any, path: str, allow_empty: bool = False) -> str:
+        if not isinstance(value, str) or not (value.strip() or allow_empty):
+            raise self.fail(path, f"expected a{'' if allow_empty else ' non-empty'} string, got {_show(value)}")
+        return value
+
+    def choice(self, value: Any, path: str, options: tuple) -> str:
+        if not isinstance(value, str) or value not in options:
+            raise self.fail(path, f"expected one of: {', '.join(options)}, got {_show(value)}")
+        return value
+
+    def subset(self, value: Any, path: str, options: tuple) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise self.fail(path, f"expected a list drawn from: {', '.join(options)}, got {_show(value)}")
+        items = tuple(self.choice(v, f"{path}[{i}]", options) for i, v in enumerate(value))
+        if len(set(items)) != len(items):
+            raise self.fail(path, f"expected no duplicates, got {_show(value)}")
+        return items
+
+    def size(self, value: Any, path: str) -> int:
+        nbytes: Any = None
+        if isinstance(value, int) and not isinstance(value, bool):
+            nbytes = value
+        elif isinstance(value, str) and (m := _SIZE_RE.match(value)):
+            nbytes = Decimal(m.group(1)) * _UNITS[m.group(2)]  # Decimal: "1.5 KiB" is exactly 1536
+        if nbytes is not None and 0 < nbytes < MAX_SIZE and nbytes == int(nbytes):
+            return int(nbytes)
+        raise self.fail(path, "expected a whole number of bytes in [1, 2**64), as an integer or a string like "
+                              f"'256 KiB' (units: {', '.join(_UNITS)}), got {_show(value)}")
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+_TOP_KEYS = ("name", "description", "clock_mhz", "tosa", "mac_array", "vector_unit", "sram", "dma", "memories",
+                 "placement", "energy", "cpu_baseline", "driver_overhead_us")
+
+
+def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareConfig:
+    c = _Checker(source)
+    top = c.section(data, "", _TOP_KEYS, ("description",))
+    num = c.number
+
+    t = c.section(top["tosa"], "tosa", ("profile", "extensions", "level"), ("extensions", "level"))
+    tosa = TosaTarget(profile=c.choice(t["profile"], "tosa.profile", PROFILES),
+                      extensions=c.subset(t.get("extensions", []), "tosa.extensions", EXTENSIONS),
+                      level=c.choice(t.get("level", "8K"), "tosa.level", LEVELS))
+
+    m = c.section(top["mac_array"], "mac_array", ("rows", "cols", "dataflow", "dtypes"))
+    mac = MacArrayConfig(rows=num(m["rows"], "mac_array.rows", integer=True),
+                         cols=num(m["cols"], "mac_array.cols", integer=True),
+                         dataflow=c.choice(m["dataflow"], "mac_array.dataflow", DATAFLOWS),
+                         dtypes=c.subset(m["dtypes"], "mac_array.dtypes", MAC_DTYPES))
+    if "int8" not in mac.dtypes:
+        raise c.fail("mac_array.dtypes", f"expected int8 among the dtypes (PRO-INT's base type), got {list(mac.dtypes)}")
+    for dtype in mac.dtypes:
+        if dtype in _DTYPE_EXTENSION and _DTYPE_EXTENSION[dtype] not in tosa.extensions:
+            raise c.fail("mac_array.dtypes", f"{dtype} needs {_DTYPE_EXTENSION[dtype]} in tosa.extensions")
+
+    v = c.section(top["vector_unit"], "vector_unit", ("lanes",))
+    vector = VectorUnitConfig(lanes=num(v["lanes"], "vector_unit.lanes", integer=True))
+
+    s = c.section(top["sram"], "sram", ("size", "banks", "bytes_per_cycle"))
+    sram = SramConfig(size=c.size(s["size"], "sram.size"), banks=num(s["banks"], "sram.banks", integer=True),
+                      bytes_per_cycle=num(s["bytes_per_cycle"], "sram.bytes_per_cycle"))
+    if sram.size < MIN_SRAM:
+        raise c.fail("sram.size", f"expected at least 1 KiB ({MIN_SRAM} bytes), got {sram.size} bytes")
+    if sram.size % sram.banks:
+        raise c.fail("sram.size", f"expected a multiple of sram.banks ({sram.banks}) so banks are equal, "
+                                  f"got {sram.size} bytes")
+
+    d = c.section(top["dma"], "dma", ("channels", "bytes_per_cycle", "setup_cycles"))
+    dma = DmaConfig(channels=num(d["channels"], "dma.channels", integer=True),
+                    bytes_per_cycle=num(d["bytes_per_cycle"], "dma.bytes_per_cycle"),
+                    setup_cycles=num(d["setup_cycles"], "dma.setup_cycles", integer=True, zero_ok=True))
+
+    mems = c.mapping(top["memories"], "memories")  # keys are free names, checked below
+    if not mems:
+        raise c.fail("memories", "expected at least one memory, got none")
+    memories: dict[str, MemoryConfig] = {}
+    for name, spec in mems.items():
+        p = f"memories.{name}"
+        if not isinstance(name, str) or not _IDENT_RE.match(name):
+            raise c.fail(p, f"expected an identifier name like dram or system_sram, got {_show(name)}")
+        e = c.section(spec, p, ("size", "bandwidth_gbps", "latency_ns"))
+        memories[name] = MemoryConfig(name=name, size=c.size(e["size"], f"{p}.size"),
+                                      bandwidth_gbps=num(e["bandwidth_gbps"], f"{p}.bandwidth_gbps"),
+                                      latency_ns=num(e["latency_ns"], f"{p}.latency_ns", zero_ok=True))
+    names = tuple(memories)
+
+    pl = c.section(top["placement"], "placement", ("weights", "feature_maps"))
+    placement = PlacementConfig(weights=c.choice(pl["weights"], "placement.weights", names),
+                                feature_maps=c.choice(pl["feature_maps"], "placement.feature_maps", names))
+
+    en = c.section(top["energy"], "energy", ("mac_pj", "vector_op_pj", "sram_read_pj_per_byte",
+                                             "sram_write_pj_per_byte", "memories", "dma_pj_per_byte", "leakage_mw"))
+    pj = c.section(en["mac_pj"], "energy.mac_pj", mac.dtypes, missing="missing entry for a dtype in mac_array.dtypes")
+    em = c.section(en["memories"], "energy.memories", names, missing="missing entry for a memory in memories")
+    mem_energy = {}
+    for name in names:  # memory order, so to_dict output is stable whatever the YAML order
+        e = c.section(em[name], f"energy.memories.{name}", ("read_pj_per_byte", "write_pj_per_byte"))
+        mem_energy[name] = MemoryEnergy(
+            read_pj_per_byte=num(e["read_pj_per_byte"], f"energy.memories.{name}.read_pj_per_byte", zero_ok=True),
+            write_pj_per_byte=num(e["write_pj_per_byte"], f"energy.memories.{name}.write_pj_per_byte", zero_ok=True))
+    energy = EnergyConfig(
+        mac_pj={k: num(pj[k], f"energy.mac_pj.{k}", zero_ok=True) for k in mac.dtypes},
+        vector_op_pj=num(en["vector_op_pj"], "energy.vector_op_pj", zero_ok=True),
+        sram_read_pj_per_byte=num(en["sram_read_pj_per_byte"], "energy.sram_read_pj_per_byte", zero_ok=True),
+        sram_write_pj_per_byte=num(en["sram_write_pj_per_byte"], "energy.sram_write_pj_per_byte", zero_ok=True),
+        memories=mem_energy,
+        dma_pj_per_byte=num(en["dma_pj_per_byte"], "energy.dma_pj_per_byte", zero_ok=True),
+        leakage_mw=num(en["leakage_mw"], "energy.leakage_mw", zero_ok=True))
+
+    cpu_keys = ("name", "clock_mhz", "macs_per_cycle", "ops_per_cycle", "power_mw", "bytes_per_cycle")
+    cp = c.section(top["cpu_baseline"], "cpu_baseline", cpu_keys)
+    cpu = CpuBaselineConfig(c.text(cp["name"], "cpu_baseline.name"),
+                            *(num(cp[k], f"cpu_baseline.{k}") for k in cpu_keys[1:]))
+
+    return HardwareConfig(
+        name=c.text(top["name"], "name"), description=c.text(top.get("description", ""), "description", True),
+        clock_mhz=num(top["clock_mhz"], "clock_mhz"), tosa=tosa, mac_array=mac, vector_unit=vector, sram=sram,
+        dma=dma, memories=memories, placement=placement, energy=energy, cpu_baseline=cpu,
+        driver_overhead_us=num(top["driver_overhead_us"], "driver_overhead_us", zero_ok=True),
+        source=keep_source if keep_source is not None else source)
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:  # unhashable key; SafeLoader reports it itself
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+# YAML 1.1 wants a dot in floats, so `bandwidth_gbps: 1e3` would load as a string; accept it as a number.
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                              re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
+def config_from_dict(data: dict, source: str = "<dict>") -> HardwareConfig:
+    return _build(data, source)
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def preset_path(name: str) -> Path:
+    if name not in preset_names():
+        raise ConfigError(f"{name}: unknown preset (expected one of: {', '.join(preset_names())})")
+    return PRESET_DIR / f"{name}.yaml"
+
+
+def load_config(path_or_name: str | os.PathLike | None = None) -> HardwareConfig:
+    """None -> the default preset; a bare name ("edge-256") -> that preset; anything else -> a file path."""
+    if path_or_name is None:
+        path_or_name = "default"
+    if not isinstance(path_or_name, (str, os.PathLike)):
+        raise ConfigError(f"{path_or_name!r}: expected a preset name or a config file path")
+    if isinstance(path_or_name, str) and not re.search(r"[/\\]|\.ya?ml$", path_or_name):
+        path = preset_path(path_or_name)
+    else:
+        path = Path(path_or_name)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{source}: cannot read config file ({exc.__class__.__name__}: {exc})") from None
+    try:
+        data = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{source}: {where}invalid YAML: {' '.join(str(problem).split())}") from None
+    return _build(data, source)

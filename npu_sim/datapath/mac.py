@@ -1,0 +1,208 @@
+"""MAC-array kernels: CONV2D/3D, DEPTHWISE_CONV2D, TRANSPOSE_CONV2D, MATMUL accumulators.
+
+Each returns the exact int64 sum of (x - x_zp) * (w - w_zp); wrapping/saturating to the TOSA
+accumulator type happens later, in output_stage. Dot products run on BLAS in floating point
+when provably exact: with A = max|x - x_zp| and B = max|w - w_zp| taken from the data, every
+partial sum of K products is bounded by K*A*B, so float64 is exact when K*A*B < 2^53 and
+float32 when K*A*B < 2^24 (8-bit: A*B <= 255^2 < 2^16, so float64 holds for any K < 2^37).
+float32 is ~2x faster, so long K is split into float32-exact chunks summed in float64.
+Otherwise integer (int64) matmul is used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+_F32_EXACT = 1 << 24
+_F64_EXACT = 1 << 53
+_KC_MIN = 64  # measured: 64-term float32 chunks still beat one float64 GEMM by ~1.5x
+_CHUNK = 1 << 22  # max elements of one im2col block (bounds temporary memory)
+
+
+def _maxabs(a) -> int:
+    return int(np.abs(a).max(initial=0))
+
+
+def _mac_plan(k: int, a_max: int, b_max: int):
+    """How to compute K-term dot products exactly: (dtype, chunk length of K)."""
+    # Every partial sum of j products, each |a*b| <= p, is an integer <= j*p, so it is exact
+    # in a float whose significand holds j*p (float32: < 2^24, float64: < 2^53).
+    p = max(a_max * b_max, 1)
+    if k * p < _F32_EXACT:
+        return np.float32, k
+    if k * p < _F64_EXACT:
+        kc = (_F32_EXACT - 1) // p  # float32 chunks of kc terms, summed exactly in float64
+        return (np.float32, kc) if kc >= _KC_MIN else (np.float64, k)
+    return np.int64, k
+
+
+def _centered(x, zp) -> np.ndarray:
+    # int64 so that x - zp cannot wrap; converted to the MAC dtype afterwards.
+    return x.astype(np.int64) - np.int64(zp) if zp else x.astype(np.int64)
+
+
+def _matmul(a, b, plan) -> np.ndarray:
+    """Exact a @ b of integer-valued arrays following `plan` (from _mac_plan), as int64."""
+    dt, kc = plan
+    a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
+    k = a.shape[-1]
+    if kc >= k:
+        return np.matmul(a, b).astype(np.int64)
+    acc = np.matmul(a[..., :kc], b[..., :kc, :]).astype(np.float64)
+    for i in range(kc, k, kc):
+        acc += np.matmul(a[..., i:i + kc], b[..., i:i + kc, :])  # exact float32 -> float64 sum
+    return acc.astype(np.int64)
+
+
+def _pad_spatial(x, pads) -> np.ndarray:
+    """Zero-pad (or crop, for negative pads) the spatial axes 1..S of an [N, *S, C] array."""
+    crop = [slice(None)] + [slice(max(-lo, 0), x.shape[i + 1] - max(-hi, 0))
+                            for i, (lo, hi) in enumerate(pads)] + [slice(None)]
+    x = x[tuple(crop)]
+    widths = [(0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in pads] + [(0, 0)]
+    return np.pad(x, widths) if any(w != (0, 0) for w in widths) else x
+
+
+def _out_sizes(in_sizes, pads, kernel, stride, dilation):
+    return [(i + lo + hi - (k - 1) * d - 1) // s + 1
+            for i, (lo, hi), k, s, d in zip(in_sizes, pads, kernel, stride, dilation)]
+
+
+def _windows(xp, out_sizes, kernel, stride, dilation) -> np.ndarray:
+    """Strided view [N, *out, *kernel, C] of the padded input (no copy)."""
+    st = xp.strides
+    S = len(kernel)
+    shape = (xp.shape[0], *out_sizes, *kernel, xp.shape[-1])
+    strides = (st[0], *(st[1 + i] * stride[i] for i in range(S)),
+               *(st[1 + i] * dilation[i] for i in range(S)), st[-1])
+    return as_strided(xp, shape, strides, writeable=False)
+
+
+def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> np.ndarray:
+    """Shared N-d convolution: ifm [N,*S,IC], weights [OC,*K,IC] -> int64 [N,*OS,OC] (im2col)."""
+    kernel = weights.shape[1:-1]
+    ic, oc = ifm.shape[-1], weights.shape[0]
+    if weights.shape[-1] != ic:
+        raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
+    xc = _centered(ifm, input_zp)
+    wc = _centered(weights, weight_zp).reshape(oc, -1).T  # [K*IC, OC]
+    k = wc.shape[0]
+    plan = _mac_plan(k, _maxabs(xc), _maxabs(wc))
+    dt = plan[0]
+    xp = _pad_spatial(xc.astype(dt), pads)  # padding contributes exactly 0 after centering
+    out_sizes = _out_sizes(ifm.shape[1:-1], pads, kernel, stride, dilation)
+    n = ifm.shape[0]
+    out = np.empty((n, *[max(o, 0) for o in out_sizes], oc), dtype=np.int64)
+    if out.size == 0:
+        return out
+    win = _windows(xp, out_sizes, kernel, stride, dilation)
+    wc = wc.astype(dt)
+    # Chunk over the first output spatial axis so the im2col copy stays bounded.
+    per_row = n * int(np.prod(out_sizes[1:], dtype=np.int64)) * k
+    step = max(1, _CHUNK // max(per_row, 1))
+    for r0 in range(0, out_sizes[0], step):
+        blk = win[:, r0:r0 + step]
+        cols = blk.reshape(-1, k)  # copies the windows: [M, K*IC] in (kernel..., IC) order
+        out[:, r0:r0 + step] = _matmul(cols, wc, plan).reshape(*blk.shape[:1 + len(kernel)], oc)
+    return out
+
+
+def conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1), input_zp=0,
+               weight_zp=0) -> np.ndarray:
+    """CONV2D accumulators. ifm [N,H,W,IC], weights [OC,KH,KW,IC], pad (top,bottom,left,right).
+
+    Output size uses floor division, so tiles need not divide exactly.
+    """
+    t, b, l, r = pad
+    return _conv_nd_acc(np.asarray(ifm), np.asarray(weights), [(t, b), (l, r)], stride, dilation,
+                        input_zp, weight_zp)
+
+
+def conv3d_acc(ifm, weights, pad=(0, 0, 0, 0, 0, 0), stride=(1, 1, 1), dilation=(1, 1, 1),
+               input_zp=0, weight_zp=0) -> np.ndarray:
+    """CONV3D accumulators. ifm [N,D,H,W,IC], weights [OC,KD,KH,KW,IC], pad (d0,d1,t,b,l,r)."""
+    pads = [(pad[0], pad[1]), (pad[2], pad[3]), (pad[4], pad[5])]
+    return _conv_nd_acc(np.asarray(ifm), np.asarray(weights), pads, stride, dilation, input_zp,
+                        weight_zp)
+
+
+def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1),
+                         input_zp=0, weight_zp=0) -> np.ndarray:
+    """DEPTHWISE_CONV2D accumulators. weights [KH,KW,C,M]; output channel c*M+m."""
+    ifm, weights = np.asarray(ifm), np.asarray(weights)
+    kh, kw, c, m = weights.shape
+    if ifm.shape[-1] != c:
+        raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
+    pads = [(pad[0], pad[1]), (pad[2], pad[3])]
+    xc, wc = _centered(ifm, input_zp), _centered(weights, weight_zp)
+    # No reduction over channels, so no BLAS benefit: exact integer multiply-adds per tap,
+    # in int32 when the KH*KW-term sums provably fit (faster), else int64.
+    dt = np.int32 if kh * kw * _maxabs(xc) * _maxabs(wc) < (1 << 31) else np.int64
+    xp = _pad_spatial(xc.astype(dt), pads)
+    wc = wc.astype(dt)
+    oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
+    n = ifm.shape[0]
+    acc = np.zeros((n, max(oh, 0), max(ow, 0), c, m), dtype=dt)
+    if acc.size == 0:
+        return acc.reshape(n, acc.shape[1], acc.shape[2], c * m).astype(np.int64)
+    sy, sx = stride
+    dy, dx = dilation
+    for ky in range(kh):
+        for kx in range(kw):
+            y0, x0 = ky * dy, kx * dx
+            tap = xp[:, y0:y0 + (oh - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx, :]
+            acc += tap[..., None] * wc[ky, kx]
+    return acc.reshape(n, oh, ow, c * m).astype(np.int64)
+
+
+def transpose_conv2d_acc(ifm_box, weights, stride=(1, 1), out_pad_top=0, out_pad_left=0,
+                         in_origin=(0, 0), out_origin=(0, 0), out_size=None, input_zp=0,
+                         weight_zp=0) -> np.ndarray:
+    """TRANSPOSE_CONV2D accumulators for global output rows/cols out_origin .. +out_size.
+
+    ifm_box holds global input rows y0..y0+h-1 (cols x0..) where in_origin=(y0, x0); inputs
+    outside the box contribute nothing. out[oy,ox] += x[iy,ix] . w[:,ky,kx] where
+    oy = iy*sy + out_pad_top + ky (weights not flipped). out_size defaults to the full op
+    size for the box at the origin (IH-1)*sy + out_pad_top + KH (bottom out_pad = 0).
+    """
+    x, w = np.asarray(ifm_box), np.asarray(weights)
+    n, h, wd, ic = x.shape
+    oc, kh, kw, _ = w.shape
+    sy, sx = stride
+    y0, x0 = in_origin
+    oy0, ox0 = out_origin
+    if out_size is None:
+        out_size = ((h - 1) * sy + out_pad_top + kh - oy0, (wd - 1) * sx + out_pad_left + kw - ox0)
+    oh, ow = out_size
+    xc = _centered(x, input_zp).reshape(-1, ic)
+    wc = _centered(w, weight_zp).transpose(3, 1, 2, 0).reshape(ic, -1)  # [IC, KH*KW*OC]
+    # One matmul (IC-term sums) for all taps, then int64 strided scatter-adds per tap.
+    prod = _matmul(xc, wc, _mac_plan(ic, _maxabs(xc), _maxabs(wc))).reshape(n, h, wd, kh, kw, oc)
+    out = np.zeros((n, oh, ow, oc), dtype=np.int64)
+
+    def span(k, pad_lo, s, i0, ni, o0, no):
+        # input indices i (global, inside the box) with o = i*s + pad_lo + k inside the window
+        lo = max(i0, -((pad_lo + k - o0) // s))            # ceil((o0 - pad_lo - k) / s)
+        hi = min(i0 + ni - 1, (o0 + no - 1 - pad_lo - k) // s)
+        return lo, hi
+
+    for ky in range(kh):
+        iy_lo, iy_hi = span(ky, out_pad_top, sy, y0, h, oy0, oh)
+        if iy_lo > iy_hi:
+            continue
+        ry = slice(iy_lo * sy + out_pad_top + ky - oy0, iy_hi * sy + out_pad_top + ky - oy0 + 1, sy)
+        for kx in range(kw):
+            ix_lo, ix_hi = span(kx, out_pad_left, sx, x0, wd, ox0, ow)
+            if ix_lo > ix_hi:
+                continue
+            rx = slice(ix_lo * sx + out_pad_left + kx - ox0, ix_hi * sx + out_pad_left + kx - ox0 + 1, sx)
+            out[:, ry, rx] += prod[:, iy_lo - y0:iy_hi - y0 + 1, ix_lo - x0:ix_hi - x0 + 1, ky, kx]
+    return out
+
+
+def matmul_acc(a, b, a_zp=0, b_zp=0) -> np.ndarray:
+    """MATMUL accumulators: a [N,H,C] x b [N,C,W] -> int64 [N,H,W]."""
+    a, b = np.asarray(a), np.asarray(b)
+    ac, bc = _centered(a, a_zp), _centered(b, b_zp)
+    return _matmul(ac, bc, _mac_plan(a.shape[-1], _maxabs(ac), _maxabs(bc)))

@@ -1,0 +1,84 @@
+"""Pooling and reductions: AVG_POOL2D, MAX_POOL2D, REDUCE_*, ARGMAX.
+
+Window sums/maxima are separable (rows then columns), so the cost is KY + KX vector ops per
+tile rather than KY * KX; global pools with large kernels stay cheap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .scale import apply_scale_32, reciprocal_scale, signed_range, type_bits
+
+
+def _out_size(n, lo, hi, k, s):
+    return max((n + lo + hi - k) // s + 1, 0)
+
+
+def _window_reduce(x, axis, k, s, o, fn):
+    """fn-combine k strided slices along `axis`: out[i] = fn(x[i*s + j] for j < k)."""
+    def sl(j):
+        idx = [slice(None)] * x.ndim
+        idx[axis] = slice(j, j + (o - 1) * s + 1, s)
+        return x[tuple(idx)]
+    acc = sl(0).copy()
+    for j in range(1, k):
+        fn(acc, sl(j), out=acc)
+    return acc
+
+
+def _pool(x, kernel, stride, pad, fill, fn):
+    ky, kx = kernel
+    sy, sx = stride
+    t, b, l, r = pad
+    n, h, w, c = x.shape
+    oh, ow = _out_size(h, t, b, ky, sy), _out_size(w, l, r, kx, sx)
+    if oh == 0 or ow == 0:
+        return np.empty((n, oh, ow, c), dtype=x.dtype)
+    # Negative pads (tile interiors that start past the tensor edge) crop instead.
+    x = x[:, max(-t, 0):h - max(-b, 0), max(-l, 0):w - max(-r, 0)]
+    xp = np.pad(x, [(0, 0), (max(t, 0), max(b, 0)), (max(l, 0), max(r, 0)), (0, 0)],
+                constant_values=fill)
+    return _window_reduce(_window_reduce(xp, 1, ky, sy, oh, fn), 2, kx, sx, ow, fn)
+
+
+def avg_pool2d(ifm, kernel, stride, pad=(0, 0, 0, 0), input_zp=0, output_zp=0,
+               out_dtype=None) -> np.ndarray:
+    """AVG_POOL2D with tile-local pad (t,b,l,r); padding is excluded from sum and count."""
+    x = np.asarray(ifm)
+    out_dtype = np.dtype(out_dtype if out_dtype is not None else x.dtype)
+    xc = x.astype(np.int64) - int(input_zp)
+    ones = np.ones((1, x.shape[1], x.shape[2], 1), dtype=np.int64)
+    acc = _pool(xc, kernel, stride, pad, 0, np.add)
+    count = _pool(ones, kernel, stride, pad, 0, np.add)  # valid positions per window
+    mul, shift = reciprocal_scale(np.maximum(count, 1))
+    r = apply_scale_32(acc, mul, shift, False) + int(output_zp)
+    return np.clip(r, *signed_range(type_bits(out_dtype))).astype(out_dtype)
+
+
+def max_pool2d(ifm, kernel, stride, pad=(0, 0, 0, 0)) -> np.ndarray:
+    """MAX_POOL2D with tile-local pad (t,b,l,r); padding never wins (filled with type min)."""
+    x = np.asarray(ifm)
+    return _pool(x, kernel, stride, pad, np.iinfo(x.dtype).min, np.maximum)
+
+
+def reduce(op: str, x, axis: int) -> np.ndarray:
+    """REDUCE_SUM/MAX/MIN/ALL/ANY along `axis`, keeping the reduced axis (size 1)."""
+    x = np.asarray(x)
+    if op == "REDUCE_SUM":
+        # exact int64 sum, truncated to the type (overflow is unpredictable in TOSA)
+        return x.astype(np.int64).sum(axis=axis, keepdims=True).astype(x.dtype)
+    if op == "REDUCE_MAX":
+        return x.max(axis=axis, keepdims=True)
+    if op == "REDUCE_MIN":
+        return x.min(axis=axis, keepdims=True)
+    if op == "REDUCE_ALL":
+        return np.all(x, axis=axis, keepdims=True)
+    if op == "REDUCE_ANY":
+        return np.any(x, axis=axis, keepdims=True)
+    raise ValueError(f"unsupported reduction {op!r}")
+
+
+def argmax(x, axis: int) -> np.ndarray:
+    """ARGMAX: first index of the maximum along `axis` (axis removed), int32."""
+    return np.argmax(np.asarray(x), axis=axis).astype(np.int32)

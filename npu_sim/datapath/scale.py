@@ -1,0 +1,167 @@
+"""Fixed-point rescaling: TOSA apply_scale_32/16, RESCALE, and the fused MAC output stage.
+
+All arithmetic is exact int64; the one product that can exceed 63 bits (48-bit value times a
+31-bit multiplier) is split into 32-bit halves instead of leaving numpy to wrap it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_M32 = (1 << 32) - 1
+
+# Bit width of the TOSA type each storage dtype carries (int64 holds int48 in this package).
+_BITS = {np.dtype(np.int8): 8, np.dtype(np.int16): 16, np.dtype(np.int32): 32, np.dtype(np.int64): 48}
+_UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+
+ROUNDING_MODES = ("SINGLE_ROUND", "DOUBLE_ROUND", "INEXACT_ROUND")
+
+
+def type_bits(dtype) -> int:
+    return _BITS[np.dtype(dtype)]
+
+
+def signed_range(bits: int) -> tuple[int, int]:
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def wrap(x, bits: int) -> np.ndarray:
+    """Two's-complement wrap of int64 values to `bits` bits (result stays int64)."""
+    x = np.asarray(x, dtype=np.int64)
+    if bits == 64:
+        return x
+    half = 1 << (bits - 1)
+    return ((x + half) & ((1 << bits) - 1)) - half
+
+
+def sext(v: int, bits: int) -> int:
+    """Interpret an integer's low `bits` bits as signed."""
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >= 1 << (bits - 1) else v
+
+
+def _scale(v, m, s, rnd) -> np.ndarray:
+    """(v*m + rnd) >> s exactly, for int64 v, 0 <= m < 2^31, 0 <= rnd < 2^62, 1 <= s <= 63."""
+    vmax = int(np.abs(v).max(initial=0))
+    mmax = int(m.max(initial=0))
+    rmax = int(rnd.max(initial=0))
+    if vmax * mmax + rmax < 1 << 63:  # common case: the 64-bit product cannot overflow
+        return (v * m + rnd) >> s
+    # v*m + rnd = H*2^32 + L with 0 <= L < 2^32; every partial product below fits in int64.
+    vh, vl = v >> 32, v & _M32
+    b = vl * m  # < 2^32 * 2^31
+    t = (b & _M32) + (rnd & _M32)
+    h = vh * m + (b >> 32) + (rnd >> 32) + (t >> 32)
+    low = t & _M32
+    hi_part = h >> np.maximum(s - 32, 0)
+    lo_part = (h << np.maximum(32 - s, 0)) + (low >> np.minimum(s, 32))
+    return np.where(s >= 32, hi_part, lo_part)
+
+
+def apply_scale_32(value, multiplier, shift, double_round: bool = False) -> np.ndarray:
+    """TOSA apply_scale_32, vectorized; multiplier/shift broadcast against value. Returns int64.
+
+    REQUIREs (mul >= 0, 2 <= shift <= 62, value within +-2^(shift-1), result fits int32) are the
+    caller's responsibility: violating inputs are unpredictable in TOSA.
+    """
+    v = np.asarray(value, dtype=np.int64)
+    m = np.asarray(multiplier, dtype=np.int64)
+    s = np.asarray(shift, dtype=np.int64)
+    rnd = np.left_shift(np.int64(1), s - 1)
+    if double_round:
+        # spec: for shift > 31 the rounding constant gains +-2^30 (two-step rounding emulation)
+        rnd = rnd + np.where(s > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
+    v, m, s, rnd = np.broadcast_arrays(v, m, s, rnd)
+    return _scale(v, m, s, rnd)
+
+
+def apply_scale_16(value, multiplier, shift) -> np.ndarray:
+    """TOSA apply_scale_16 (48-bit value, 16-bit multiplier), vectorized. Returns int64."""
+    v = np.asarray(value, dtype=np.int64)
+    m = np.asarray(multiplier, dtype=np.int64)
+    s = np.asarray(shift, dtype=np.int64)
+    rnd = np.left_shift(np.int64(1), s - 1)
+    # |v| < 2^47, m < 2^15, rnd <= 2^61: v*m + rnd < 2^63, exact in int64.
+    return (v * m + rnd) >> s
+
+
+def _channel_params(multiplier, shift, per_channel: bool):
+    m = np.asarray(multiplier, dtype=np.int64).reshape(-1)
+    s = np.asarray(shift, dtype=np.int64).reshape(-1)
+    if not per_channel:
+        return m[0], s[0]
+    return m, s  # length C, broadcasts along the last axis
+
+
+def _extend_zp(zp, bits: int, unsigned: bool) -> int:
+    zp = int(np.asarray(zp).reshape(-1)[0])
+    return zp & ((1 << bits) - 1) if unsigned else sext(zp, bits)
+
+
+def rescale(x, multiplier, shift, input_zp, output_zp, *, scale32: bool, rounding_mode: str,
+            per_channel: bool, input_unsigned: bool, output_unsigned: bool, out_dtype) -> np.ndarray:
+    """TOSA RESCALE. Unsigned tensors/zero points are raw bit patterns in int8/int16 storage.
+
+    INEXACT_ROUND is computed as SINGLE_ROUND (an exact SINGLE_ROUND always meets its bound).
+    """
+    if rounding_mode not in ROUNDING_MODES:
+        raise ValueError(f"bad rounding_mode {rounding_mode!r}")
+    x = np.asarray(x)
+    out_dtype = np.dtype(out_dtype)
+    in_bits, out_bits = type_bits(x.dtype), type_bits(out_dtype)
+    if input_unsigned:
+        v = x.view(_UNSIGNED[in_bits]).astype(np.int64)
+    else:
+        v = x.astype(np.int64)
+    v = v - _extend_zp(input_zp, in_bits, input_unsigned)
+    m, s = _channel_params(multiplier, shift, per_channel)
+    if scale32:
+        r = apply_scale_32(v, m, s, rounding_mode == "DOUBLE_ROUND")
+    else:
+        r = apply_scale_16(v, m, s)
+    r = r + _extend_zp(output_zp, out_bits, output_unsigned)
+    if output_unsigned:
+        r = np.clip(r, 0, (1 << out_bits) - 1)
+        return r.astype(_UNSIGNED[out_bits]).view(out_dtype)
+    lo, hi = signed_range(out_bits)
+    return np.clip(r, lo, hi).astype(out_dtype)
+
+
+def output_stage(acc, *, bias=None, multiplier=None, shift=None, scale32: bool = True,
+                 rounding_mode: str = "SINGLE_ROUND", per_channel: bool = True, output_zp=0,
+                 clamp=None, out_dtype=None, acc_dtype: str = "int32",
+                 output_unsigned: bool = False) -> np.ndarray:
+    """Bit-identical to CONV/MATMUL (+bias) -> RESCALE(input_zp=0) -> CLAMP on the exact sums.
+
+    The reference model wraps int32 accumulators (spec: REQUIRE no overflow) and saturates
+    int48 ones to the int48 range; both are reproduced here.
+    """
+    a = np.asarray(acc, dtype=np.int64)
+    if bias is not None:
+        a = a + np.asarray(bias, dtype=np.int64).reshape(-1)  # [OC] or [1] along the last axis
+    if acc_dtype == "int32":
+        a, acc_np = wrap(a, 32), np.int32
+    elif acc_dtype == "int48":
+        a, acc_np = np.clip(a, *signed_range(48)), np.int64
+    else:
+        raise ValueError(f"bad acc_dtype {acc_dtype!r}")
+    if multiplier is None:
+        r = a.astype(out_dtype if out_dtype is not None else acc_np)
+    else:
+        if out_dtype is None:
+            raise ValueError("out_dtype is required with a multiplier")
+        r = rescale(a.astype(acc_np), multiplier, shift, 0, output_zp, scale32=scale32,
+                    rounding_mode=rounding_mode, per_channel=per_channel, input_unsigned=False,
+                    output_unsigned=output_unsigned, out_dtype=out_dtype)
+    if clamp is not None:
+        r = np.clip(r, clamp[0], clamp[1]).astype(r.dtype)
+    return r
+
+
+def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:
+    """TOSA reciprocal_scale(n) for n >= 1, vectorized: (multiplier, shift) int64."""
+    n = np.asarray(count, dtype=np.int64)
+    # k = 32 - clz(n-1) = bit length of n-1; frexp's exponent is exactly that for n-1 < 2^53.
+    k = np.frexp((n - 1).astype(np.float64))[1].astype(np.int64)
+    mul = (((1 << 30) + 1) << k) // n  # k <= 31: < 2^62
+    return mul, 30 + k

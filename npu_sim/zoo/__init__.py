@@ -1,0 +1,99 @@
+"""Model zoo: deterministic builders of realistic int8 TOSA 1.0 (PRO-INT) networks.
+
+Each builder returns `(tosa_bytes, meta)`: the flatbuffer (TOSA 1.0.0, non-draft)
+and a small dict with the input (name/shape/dtype/scale/zero_point), the output
+names (`output_names`) and details, the MAC count, and the op histogram.
+
+How a network is made: seeded float weights (He init, folded BatchNorm with
+seeded statistics), a float64 numpy forward pass over seeded calibration inputs
+(uniform in [-1, 1], the float range of the int8 graph input) records min/max at
+every quantization point, then the graph is emitted with per-channel symmetric
+int8 weights, int32 biases, asymmetric int8 activations and TFLite-style
+31-bit multipliers. Same arguments give byte-identical output.
+
+This package depends only on numpy and tosa_serializer (not on the rest of npu_sim).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import cnn, transformer
+from .core import Spec
+
+NETWORKS = ("mobilenet_v2", "resnet", "transformer", "ds_cnn")
+
+DEFAULT_MODEL_FILE = "mobilenet_v2_224.tosa"
+DEFAULT_MODEL_ARGS = dict(width=1.0, resolution=224, num_classes=1000, seed=0)
+
+
+def mobilenet_v2(width=1.0, resolution=224, num_classes=1000, seed=0, n_calib=None):
+    """MobileNetV2: int8 NHWC [1,res,res,3] -> [1,num_classes]."""
+    return cnn.mobilenet_v2_spec(width, resolution, num_classes, seed, n_calib).build()
+
+
+def resnet(depth=18, resolution=112, width=64, num_classes=1000, seed=0, n_calib=None):
+    """ResNet-10/18/34 (basic blocks): int8 NHWC [1,res,res,3] -> [1,num_classes]."""
+    return cnn.resnet_spec(depth, resolution, width, num_classes, seed, n_calib).build()
+
+
+def transformer_encoder(tokens=16, d_model=64, heads=2, d_ff=128, layers=1, seed=0,
+                        n_calib=16):
+    """Pre-LN transformer encoder: int8 [1,tokens,d_model] -> [1,tokens,d_model]."""
+    return transformer.transformer_encoder_spec(tokens, d_model, heads, d_ff, layers, seed,
+                                                n_calib).build()
+
+
+def ds_cnn(seed=0, channels=64, num_classes=12, rounding="double", n_calib=8):
+    """DS-CNN keyword spotter: int8 MFCC [1,49,10,1] -> [1,num_classes]."""
+    return cnn.ds_cnn_spec(seed, channels, num_classes, rounding, n_calib).build()
+
+
+_SPECS = {
+    "mobilenet_v2": cnn.mobilenet_v2_spec,
+    "resnet": cnn.resnet_spec,
+    "transformer": transformer.transformer_encoder_spec,
+    "transformer_encoder": transformer.transformer_encoder_spec,
+    "ds_cnn": cnn.ds_cnn_spec,
+}
+
+
+def spec(name: str, **kwargs) -> Spec:
+    """The network definition behind `build` (for float-reference comparisons:
+    `s = spec(...); f = s.calibrate(); s.emit(f); s.float_forward(f, x_int8)`)."""
+    try:
+        return _SPECS[name](**kwargs)
+    except KeyError:
+        raise ValueError(f"unknown network {name!r}; choose from {NETWORKS}") from None
+
+
+def build(name: str, **kwargs) -> tuple[bytes, dict]:
+    """Build network `name` (one of NETWORKS) -> (tosa_bytes, meta)."""
+    return spec(name, **kwargs).build()
+
+
+def default_model_path() -> Path:
+    """Path of the embedded default model (MobileNetV2 1.0, 224x224, seed 0).
+
+    Regenerate with `python -m npu_sim.zoo.build_default`."""
+    return Path(__file__).resolve().parent.parent / "data" / DEFAULT_MODEL_FILE
+
+
+def default_model_info() -> dict:
+    """Input/output names and shapes of the embedded default model, read from the file."""
+    from tosa.TosaGraph import TosaGraph
+
+    buf = default_model_path().read_bytes()
+    blk = TosaGraph.GetRootAsTosaGraph(buf, 0).Regions(0).Blocks(0)
+    shapes = {}
+    for i in range(blk.TensorsLength()):
+        t = blk.Tensors(i)
+        shapes[t.Name().decode()] = [int(s) for s in t.ShapeAsNumpy()]
+    ins = [blk.Inputs(i).decode() for i in range(blk.InputsLength())]
+    outs = [blk.Outputs(i).decode() for i in range(blk.OutputsLength())]
+    return {"input_name": ins[0], "input_shape": shapes[ins[0]],
+            "output_name": outs[0], "output_shape": shapes[outs[0]]}
+
+
+__all__ = ["NETWORKS", "build", "spec", "mobilenet_v2", "resnet", "transformer_encoder",
+           "ds_cnn", "default_model_path", "default_model_info", "Spec"]

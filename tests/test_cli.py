@@ -1,0 +1,101 @@
+"""The command line as a user meets it: outputs, reports, programs and one-line errors."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+DATA = Path(__file__).parent / "data"
+SMALL = DATA / "small_cnn"
+IN_NAME = "quantized_decomposed_quantize_per_tensor_default"
+
+
+def npu_sim(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "npu_sim", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_run_writes_exact_outputs_and_reports(tmp_path):
+    r = npu_sim("run", SMALL / "model.tosa", "--config", "edge-256",
+                "--input", f"{IN_NAME}={SMALL / 'input-0.npy'}", "--output-dir", tmp_path / "out",
+                "--report", tmp_path / "r.json", "--csv", tmp_path / "layers.csv")
+    assert r.returncode == 0, r.stderr
+    out = np.load(tmp_path / "out" / "tosa_reshape_default.npy")
+    assert out.dtype == np.int8 and np.array_equal(out, np.load(SMALL / "ref-result-0.npy"))
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["cycles"] > 0 and report["timing"]["timeOnDevice"] > 0
+    assert set(report["performance_info"]) >= {"execTime", "powerUsage"}
+    assert (tmp_path / "layers.csv").read_text().count("\n") == len(report["layers"]) + 1
+    assert "PerformanceInfo" in r.stdout and "cycles" in r.stdout
+
+
+def test_compile_disasm_and_run_program(tmp_path):
+    prog = tmp_path / "small.npub"
+    assert npu_sim("compile", SMALL / "model.tosa", "--config", "edge-256", "-o", prog).returncode == 0
+    text = npu_sim("disasm", prog).stdout
+    assert "LOAD" in text and "CONV2D" in text and "wait(" in text
+    r = npu_sim("run", prog, "--input", f"{IN_NAME}={SMALL / 'input-0.npy'}",
+                "--output-dir", tmp_path / "o")
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(np.load(tmp_path / "o" / "tosa_reshape_default.npy"),
+                          np.load(SMALL / "ref-result-0.npy"))
+    wrong = npu_sim("run", prog, "--config", "default", "--output-dir", tmp_path / "w")
+    assert wrong.returncode == 2 and "compiled for config 'edge-256'" in wrong.stderr
+
+
+def _bad_config(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(Path("configs/default.yaml").read_text().replace("rows: 32", "rows: -4", 1))
+    return p
+
+
+def _wide_argmax(tmp_path):
+    """ARGMAX needs its whole axis in one tile: 4096 int8 values cannot fit a 1 KiB buffer."""
+    from oracle import GraphBuilder, DType
+    import tosa_serializer as ts
+    g = GraphBuilder()
+    x = g.tensor((2, 4096), DType.INT8)
+    out = g.output((2,), DType.INT32)
+    attr = ts.TosaSerializerAttribute()
+    attr.ArgMaxAttribute(1, ts.NanPropagationMode.PROPAGATE)
+    g.op("ARGMAX", [x], [out], attr)
+    p = tmp_path / "argmax.tosa"
+    p.write_bytes(g.serialize())
+    return p
+
+
+def _truncated_model(tmp_path):
+    p = tmp_path / "trunc.tosa"
+    p.write_bytes((SMALL / "model.tosa").read_bytes()[:4000])
+    return p
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["run", "missing.tosa"], "no such file"),
+    (["run", "configs"], "directory"),
+    (["run", "pyproject.toml"], "not a TOSA flatbuffer"),
+    (["run", "TRUNC"], "model error"),
+    (["run", SMALL / "model.tosa", "--config", "BADCFG"], "mac_array.rows"),
+    (["run", SMALL / "model.tosa", "--config", "no-such-preset"], "config error"),
+    (["run", SMALL / "model.tosa", "--input", "nope=x.npy"], "input error"),
+    (["run", SMALL / "model.tosa", "--input", f"{IN_NAME}=pyproject.toml"], "cannot read"),
+    (["run", SMALL / "model.tosa", "--config", "edge-256", "--input",
+      f"{IN_NAME}={DATA / 'attn_block' / 'input-0.npy'}"], "shape"),
+    (["run", "WIDE", "--config", "TINY"], "does not fit"),
+    (["disasm", SMALL / "model.tosa"], "not an npu-sim program"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text(Path("configs/default.yaml").read_text().replace("size: 1 MiB", "size: 1 KiB", 1))
+    subst = {"BADCFG": _bad_config(tmp_path), "TRUNC": _truncated_model(tmp_path), "TINY": tiny,
+             "WIDE": _wide_argmax(tmp_path)}
+    args = [subst.get(a, a) if isinstance(a, str) else a for a in args]
+    r = npu_sim(*args, "--output-dir", tmp_path / "out") if args[0] == "run" else npu_sim(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("npu-sim: "), r.stderr
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
