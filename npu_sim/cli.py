@@ -5,6 +5,7 @@ Every user error ends as one line on stderr and exit status 2; no partial output
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import tempfile
@@ -15,6 +16,9 @@ import numpy as np
 from isa.errors import InputError, ModelError, NpuSimError
 
 EXIT_USAGE = 2
+# Further subcommands live in their own modules, each with add_parser(subparsers) that sets
+# `func` to a handler returning the exit status (errors raised as NpuSimError).
+SUBCOMMAND_MODULES: list[str] = []
 
 
 def _parse_inputs(pairs: list[str]) -> dict[str, np.ndarray]:
@@ -140,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("disasm", help="print a compiled program as text")
     d.add_argument("program")
     d.set_defaults(func=cmd_disasm)
+    for module in SUBCOMMAND_MODULES:
+        importlib.import_module(module).add_parser(sub)
     return p
 
 
