@@ -23,7 +23,7 @@ from isa.program import Program
 from .config import HardwareConfig, config_from_dict, load_config
 from .memory import STORAGE
 from .report import Report, build_report
-from .simulator import Machine
+from .simulator import Machine, SimResult
 
 __all__ = ["load_config", "compile_model", "simulate", "run", "random_inputs", "default_model",
            "load_program", "save_program", "RunResult"]
@@ -40,6 +40,7 @@ class RunResult:
     outputs: dict[str, np.ndarray]
     report: Report
     program: Program
+    sim: SimResult | None = None       # per-command start/end/costs, for traces
 
 
 def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig) -> Program:
@@ -94,7 +95,7 @@ def simulate(program: Program, config: HardwareConfig, inputs: dict | None = Non
         values = random_inputs(program, seed)
         values.update(inputs or {})
     sim = machine.run(values, compute_values=not timing_only)
-    return RunResult(sim.outputs, build_report(program, config, sim, timing_only), program)
+    return RunResult(sim.outputs, build_report(program, config, sim, timing_only), program, sim)
 
 
 def run(model: str | os.PathLike | Graph | None = None, config: HardwareConfig | str | None = None,
