@@ -116,6 +116,20 @@ class CpuBaselineConfig:
 
 
 @dataclass(frozen=True)
+class AreaConfig:
+    """Silicon area figures (mm²) for npu_sim.area; they do not affect timing or energy."""
+    mac_mm2: dict[str, float]  # per MAC unit, summed over mac_array.dtypes (int8 = base MAC, others = add-on)
+    sram_mm2_per_kib: float
+    sram_bank_overhead_mm2: float  # per bank: decoders, sense amps, port logic
+    vector_lane_mm2: float
+    dma_channel_mm2: float
+    fixed_mm2: float  # control, command queue, interconnect
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(_plain(self), sort_keys=True))
+
+
+@dataclass(frozen=True)
 class TosaTarget:
     profile: str
     extensions: tuple[str, ...]
@@ -137,6 +151,7 @@ class HardwareConfig:
     energy: EnergyConfig
     cpu_baseline: CpuBaselineConfig
     driver_overhead_us: float
+    area: AreaConfig | None = None  # optional section: only design-space exploration needs it
     source: str = field(default="<dict>", compare=False)  # where it came from, not what it is
 
     def __hash__(self) -> int:
@@ -160,6 +175,8 @@ class HardwareConfig:
         """Plain, JSON-able data in the YAML schema (sizes in bytes); config_from_dict inverts it."""
         d = _plain(self)
         del d["source"]
+        if d["area"] is None:
+            del d["area"]
         for mem in d["memories"].values():
             del mem["name"]  # the mapping key already is the name
         return d
@@ -281,12 +298,12 @@ def _join(path: str, key: Any) -> str:
 
 
 _TOP_KEYS = ("name", "description", "clock_mhz", "tosa", "mac_array", "vector_unit", "sram", "dma", "memories",
-                 "placement", "energy", "cpu_baseline", "driver_overhead_us")
+                 "placement", "energy", "cpu_baseline", "driver_overhead_us", "area")
 
 
 def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareConfig:
     c = _Checker(source)
-    top = c.section(data, "", _TOP_KEYS, ("description",))
+    top = c.section(data, "", _TOP_KEYS, ("description", "area"))
     num = c.number
 
     t = c.section(top["tosa"], "tosa", ("profile", "extensions", "level"), ("extensions", "level"))
@@ -364,11 +381,22 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
     cpu = CpuBaselineConfig(c.text(cp["name"], "cpu_baseline.name"),
                             *(num(cp[k], f"cpu_baseline.{k}") for k in cpu_keys[1:]))
 
+    area = None
+    if "area" in top:
+        area_keys = ("mac_mm2", "sram_mm2_per_kib", "sram_bank_overhead_mm2", "vector_lane_mm2",
+                     "dma_channel_mm2", "fixed_mm2")
+        a = c.section(top["area"], "area", area_keys)
+        # Figures for dtypes the array lacks may stay (handy when a sweep toggles dtypes).
+        am = c.section(a["mac_mm2"], "area.mac_mm2", MAC_DTYPES, tuple(t for t in MAC_DTYPES if t not in mac.dtypes),
+                       missing="missing entry for a dtype in mac_array.dtypes")
+        area = AreaConfig(mac_mm2={k: num(am[k], f"area.mac_mm2.{k}", zero_ok=True) for k in MAC_DTYPES if k in am},
+                          **{k: num(a[k], f"area.{k}", zero_ok=True) for k in area_keys[1:]})
+
     return HardwareConfig(
         name=c.text(top["name"], "name"), description=c.text(top.get("description", ""), "description", True),
         clock_mhz=num(top["clock_mhz"], "clock_mhz"), tosa=tosa, mac_array=mac, vector_unit=vector, sram=sram,
         dma=dma, memories=memories, placement=placement, energy=energy, cpu_baseline=cpu,
-        driver_overhead_us=num(top["driver_overhead_us"], "driver_overhead_us", zero_ok=True),
+        driver_overhead_us=num(top["driver_overhead_us"], "driver_overhead_us", zero_ok=True), area=area,
         source=keep_source if keep_source is not None else source)
 
 
