@@ -13,7 +13,7 @@ from .placement import Placement
 from .steps import Step, plan_steps, stage_table_name
 from .validate import validate
 
-RESIDENT_FRACTION = 0.5       # share of the on-chip buffer that may hold resident tensors
+RESIDENT_FRACTION = 0.75      # at most this share of the buffer holds resident tensors
 
 
 def _out_channels(graph: Graph, step: Step) -> int:
@@ -75,13 +75,15 @@ def compile_graph(graph: Graph, config, model_name: str = "", timing: dict | Non
 
     emitter = Emitter()
     lowering = Lowering(graph, placement, emitter, config.dma.channels, cost_per_byte,
-                        tile_overhead=config.dma.setup_cycles + 16)
+                        tile_overhead=config.dma.setup_cycles + 16,
+                        mac_array=config.mac_array,
+                        lanes=config.vector_unit.lanes)
     layers = []
-    for step in steps:
+    for index, step in enumerate(steps):
         if step.kind == "alias":
             continue
         emitter.layer = len(layers)
-        tiles = lowering.lower(step)
+        tiles = lowering.lower(step, placement.workspaces[index], flip=len(layers) % 2 == 1)
         layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,
                             macs=macs_of(graph, step), min_bytes=_min_bytes(graph, step, placement),
                             tiles=tiles))

@@ -5,6 +5,8 @@ per-tile attributes (tile-local padding, origins) come from TileSpace.attrs.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from isa.errors import UnsupportedError
@@ -35,14 +37,32 @@ def clamp_bounds(op, dtype: str) -> tuple[int, int]:
 class Context:
     """What the families need from placement: residency and memory cost of each tensor."""
 
-    def __init__(self, graph, on_chip, cost_per_byte):
+    def __init__(self, graph, on_chip, cost_per_byte, mac_array=None, lanes=1):
         self.graph, self._on_chip, self._cost = graph, on_chip, cost_per_byte
+        self.array, self.lanes = mac_array, lanes
+
+    def mac_work(self, m: int, n: int, k: int) -> float:
+        """Estimated array cycles of an M x N x K tile (M outputs, N channels, K reduction),
+        with the array's quantisation: a 2-channel tile still occupies every column."""
+        a = self.array
+        if a is None:
+            return m * n * k
+        if a.dataflow == "weight_stationary":
+            return math.ceil(k / a.rows) * math.ceil(n / a.cols) * m
+        return math.ceil(m / a.rows) * math.ceil(n / a.cols) * k
+
+    def depthwise_work(self, m: int, c: int, taps: int) -> float:
+        a = self.array
+        return m * c * taps if a is None else math.ceil(m / a.rows) * math.ceil(c / a.cols) * taps
+
+    def vector_work(self, *factors) -> float:
+        return math.prod(factors) / self.lanes
 
     def operand(self, role, tensor, depends, box, dtype=None):
         t = self.graph.tensors[tensor]
         dtype = dtype or t.dtype
         return Operand(role, tensor, dtype, tuple(depends), box, itemsize(dtype),
-                       self._on_chip(tensor), self._cost(tensor))
+                       self._on_chip(tensor), self._cost(tensor), tuple(t.shape))
 
 
 def _r(tile, d):
@@ -96,7 +116,8 @@ def conv2d(step: Step, ctx: Context):
         output=ctx.operand("ofm", step.output, ("n", "oh", "ow", "oc"),
                            lambda t: (t["n"], t["oh"], t["ow"], t["oc"])),
         reduction="ic", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4,
-        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])})
+        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])},
+        work=lambda s: ctx.mac_work(s["n"] * s["oh"] * s["ow"], s["oc"], s["ic"] * kh * kw))
     attrs = {"stride": (sy, sx), "dilation": (dy, dx),
              "input_zp": const_int(g, operand(op, "input_zp")),
              "weight_zp": const_int(g, operand(op, "weight_zp")),
@@ -134,7 +155,8 @@ def depthwise_conv2d(step: Step, ctx: Context):
                             lambda t: (out_channels(t), (0, STAGE_COLUMNS)))],
         output=ctx.operand("ofm", step.output, ("n", "oh", "ow", "c"),
                            lambda t: (t["n"], t["oh"], t["ow"], out_channels(t))),
-        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])})
+        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])},
+        work=lambda s: ctx.depthwise_work(s["n"] * s["oh"] * s["ow"], s["c"] * m, kh * kw))
     attrs = {"stride": (sy, sx), "dilation": (dy, dx),
              "input_zp": const_int(g, operand(op, "input_zp")),
              "weight_zp": const_int(g, operand(op, "weight_zp")),
@@ -173,7 +195,9 @@ def transpose_conv2d(step: Step, ctx: Context):
         reduction="ic", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4,
         attrs=lambda t: {"in_origin": (ifm_box(t)[1][0], ifm_box(t)[2][0]),
                          "out_origin": (t["oh"][0], t["ow"][0]),
-                         "out_size": (t["oh"][1], t["ow"][1])})
+                         "out_size": (t["oh"][1], t["ow"][1])},
+        work=lambda s: ctx.mac_work(s["n"] * s["oh"] * s["ow"], s["oc"],
+                                    s["ic"] * -(-kh // sy) * -(-kw // sx)))
     attrs = {"stride": (sy, sx), "out_pad_top": opt, "out_pad_left": opl,
              "input_zp": const_int(g, operand(op, "input_zp")),
              "weight_zp": const_int(g, operand(op, "weight_zp")),
@@ -195,7 +219,8 @@ def matmul(step: Step, ctx: Context):
                             lambda t: (t["w"], (0, STAGE_COLUMNS)))],
         output=ctx.operand("ofm", step.output, ("n", "h", "w"),
                            lambda t: (t["n"], t["h"], t["w"])),
-        reduction="k", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4)
+        reduction="k", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4,
+        work=lambda s: ctx.mac_work(s["n"] * s["h"], s["w"], s["k"]))
     attrs = {"a_zp": const_int(g, op.inputs[2]), "b_zp": const_int(g, op.inputs[3]),
              **stage_attrs(g, step, _acc_dtype(g, op))}
     return space, "matmul", attrs
@@ -223,7 +248,8 @@ def pool2d(step: Step, ctx: Context):
                             lambda t: (t["n"], rows(t)[:2], cols(t)[:2], t["c"]))],
         output=ctx.operand("out", step.output, ("n", "oh", "ow", "c"),
                            lambda t: (t["n"], t["oh"], t["ow"], t["c"])),
-        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])})
+        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])},
+        work=lambda s: ctx.vector_work(s["n"], s["oh"], s["ow"], s["c"], ky, kx))
     attrs = {"kernel": (ky, kx), "stride": (sy, sx)}
     if op.op == "AVG_POOL2D":
         attrs.update(input_zp=const_int(g, op.inputs[1]), output_zp=const_int(g, op.inputs[2]))
@@ -284,7 +310,8 @@ def elementwise(step: Step, ctx: Context):
     space = TileSpace(
         dims=dims, levels={d: i for i, d in enumerate(names)}, orders=[tuple(names)],
         inputs=inputs,
-        output=ctx.operand("out", step.output, tuple(names), lambda t: tuple(t[d] for d in names)))
+        output=ctx.operand("out", step.output, tuple(names), lambda t: tuple(t[d] for d in names)),
+        work=lambda s: ctx.vector_work(*s.values()))
     return space, opcode, attrs
 
 
@@ -301,7 +328,8 @@ def reduction(step: Step, ctx: Context):
         inputs=[ctx.operand("in0", op.inputs[0], tuple(names), lambda t: tuple(t[d] for d in names))],
         output=ctx.operand("out", step.output, tuple(d for d in names if d != red),
                            lambda t: tuple((0, 1) if d == red else t[d] for d in names)),
-        reduction=red, acc_itemsize=itemsize(g.tensors[step.output].dtype))
+        reduction=red, acc_itemsize=itemsize(g.tensors[step.output].dtype),
+        work=lambda s: ctx.vector_work(*s.values()))
     return space, "reduce", {"fn": op.op, "axis": axis}
 
 
@@ -319,7 +347,8 @@ def argmax(step: Step, ctx: Context):
         dims=dims, levels={d: i for i, d in enumerate(out_names)}, orders=[tuple(out_names)],
         inputs=[ctx.operand("in0", op.inputs[0], tuple(out_names), in_box)],
         output=ctx.operand("out", step.output, tuple(out_names),
-                           lambda t: tuple(t[d] for d in out_names)))
+                           lambda t: tuple(t[d] for d in out_names)),
+        work=lambda s: ctx.vector_work(shape[axis], *s.values()))
     return space, "argmax", {"axis": axis}
 
 
@@ -349,7 +378,8 @@ def resize(step: Step, ctx: Context):
                            lambda t: (t["n"], t["oh"], t["ow"], t["c"])),
         attrs=lambda t: {"in_origin": (in_box(t)[1][0], in_box(t)[2][0]),
                          "out_origin": (t["oh"][0], t["ow"][0]),
-                         "out_size": (t["oh"][1], t["ow"][1])})
+                         "out_size": (t["oh"][1], t["ow"][1])},
+        work=lambda s: ctx.vector_work(4, *s.values()))
     attrs = {"mode": op.attrs["mode"], "scale": (yn, yd, xn, xd), "offset": (offy, offx),
              "border": border, "in_size": (ih, iw)}
     return space, "resize", attrs

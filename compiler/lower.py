@@ -15,10 +15,10 @@ _CONST_ROLES = {"weights", "stage", "table", "multiplier", "shift"}
 
 class Lowering:
     def __init__(self, graph, placement: Placement, emitter, dma_channels: int,
-                 cost_per_byte, tile_overhead: float):
+                 cost_per_byte, tile_overhead: float, mac_array, lanes: int):
         self.g, self.p, self.em = graph, placement, emitter
         self.channels = dma_channels
-        self.ctx = Context(graph, placement.on_chip, cost_per_byte)
+        self.ctx = Context(graph, placement.on_chip, cost_per_byte, mac_array, lanes)
         self.tile_overhead = tile_overhead
         self.tiles = 0
 
@@ -29,24 +29,29 @@ class Lowering:
             return 2 % self.channels if self.channels > 2 else 0
         return (1 % self.channels) if role in _CONST_ROLES else 0
 
-    def lower(self, step: Step) -> int:
+    def lower(self, step: Step, workspace: tuple[int, int], flip: bool = False) -> int:
+        """Emit the commands of one step. Its tile buffers go in `workspace` (base, size); with
+        `flip` they are packed from the top, so consecutive steps' buffers rarely overlap and
+        the next step's loads can start while this one computes."""
         if step.kind in ("mac", "vector"):
-            return self._tiled(step)
+            return self._tiled(step, workspace, flip)
         if step.kind == "dma":
             self._data_movement(step)
         elif step.kind == "host":
             self._host(step)
         return 1
 
-    def _tiled(self, step: Step) -> int:
+    def _tiled(self, step: Step, workspace: tuple[int, int], flip: bool) -> int:
         space, opcode, attrs = build_space(step, self.ctx)
-        plan = plan_tiles(space, self.p.workspace_size, self.tile_overhead)
+        ws_base, ws_size = workspace
+        plan = plan_tiles(space, ws_size, self.tile_overhead)
         if plan is None:
             raise DoesNotFitError(
                 f"{step.main.describe()}: the smallest tile needs {minimum_working_set(space)} B of "
-                f"working space but the on-chip workspace has {self.p.workspace_size} B; use a "
-                "config with a larger sram.size")
-        addr, cursor = {}, self.p.workspace_base
+                f"working space but only {ws_size} B of the {self.p.onchip_size} B on-chip buffer "
+                "are free during it; use a config with a larger sram.size")
+        cursor = ws_base + (ws_size - plan.working_set if flip else 0)
+        addr = {}
         for role, count in plan.buffers.items():
             size = align(plan.buffer_bytes[role])
             addr[role] = [cursor + i * size for i in range(count)]

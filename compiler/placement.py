@@ -1,8 +1,9 @@
 """Where every tensor lives: on chip (resident), in the feature-map memory, or with the weights.
 
-The on-chip buffer is split in two: a resident region for intermediates that stay on chip from
-producer to last consumer, and a workspace for tile buffers. Intermediates go on chip when their
-producer and all consumers are NPU steps and first-fit placement over their lifetime succeeds.
+Intermediates stay on chip from producer to last consumer when their producer and all consumers
+are NPU steps and first-fit placement over their lifetime succeeds within the resident share of
+the buffer. Each step's tiles use the rest: everything above the resident tensors alive during
+that step, so a step with few live tensors gets a large workspace.
 """
 from __future__ import annotations
 
@@ -39,10 +40,14 @@ class Placement:
                 src = step.main.inputs[0]
                 self.alias[step.output] = self.alias.get(src, src)
         self.loc: dict[str, Location] = {}
+        self.onchip_size = onchip_size
         self.resident_size = int(onchip_size * resident_fraction) // 16 * 16
-        self.workspace_base = self.resident_size
-        self.workspace_size = onchip_size - self.resident_size
         self._place(steps, memory_sizes)
+        # Each step tiles in whatever the resident tensors alive during it leave free.
+        self.workspaces = []
+        for i in range(len(steps)):
+            top = max((a + s for a, s, f, l in self._resident.placed if f <= i <= l), default=0)
+            self.workspaces.append((align(top), onchip_size - align(top)))
 
     def root(self, name: str) -> str:
         return self.alias.get(name, name)
@@ -63,7 +68,7 @@ class Placement:
         pinned = {self.root(n) for n in g.inputs + g.outputs}
         for n in g.outputs:
             last_use[self.root(n)] = end
-        resident = IntervalAllocator(self.resident_size)
+        resident = self._resident = IntervalAllocator(self.resident_size)
         weights_cursor = 0
         for name, t in g.tensors.items():
             if t.is_const and self.root(name) == name and (name in last_use or name in g.outputs):

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from isa.commands import BURST_BYTES
+
 from .allocate import align
 
 Box = tuple[tuple[int, int], ...]          # (start, size) per tensor dim
@@ -29,6 +31,7 @@ class Operand:
     itemsize: int
     on_chip: bool = False                    # already resident in the buffer: no DMA, no space
     cost_per_byte: float = 0.0               # cycles per byte from its memory (for the search)
+    shape: tuple[int, ...] = ()              # the whole tensor, for burst efficiency
 
 
 @dataclass
@@ -41,6 +44,7 @@ class TileSpace:
     reduction: str = ""                      # dim whose split needs an accumulator buffer
     acc_itemsize: int = 4
     attrs: Callable[[Tile], dict] = lambda tile: {}
+    work: Callable[[dict], float] = lambda sizes: 0.0   # compute cycles of one tile of `sizes`
     granule: dict[str, int] = field(default_factory=dict)   # dims split only in multiples
 
 
@@ -58,6 +62,19 @@ class TilePlan:
     @property
     def n_tiles(self) -> int:
         return math.prod(self.counts.values())
+
+
+def burst_factor(box: Box, shape: tuple[int, ...], itemsize: int) -> float:
+    """How many bytes an external memory moves per useful byte of a box of a dense tensor:
+    the contiguous run is the trailing full dims times the first partial one."""
+    run = itemsize
+    for (start, size), full in zip(reversed(box), reversed(shape)):
+        run *= size
+        if size != full:
+            break
+    if run <= 0:
+        return 1.0
+    return (-(-run // BURST_BYTES) * BURST_BYTES) / run
 
 
 def box_bytes(box: Box, itemsize: int) -> int:
@@ -92,15 +109,23 @@ def _sample_tiles(space: TileSpace, sizes: dict[str, int]) -> list[Tile]:
     return [first, middle, last]
 
 
-def box_sizes(space: TileSpace, tiles) -> tuple[dict[str, int], int]:
-    """Largest buffer bytes per input role and for the output over `tiles`."""
+def box_sizes(space: TileSpace, tiles) -> tuple[dict[str, int], int, dict[str, float]]:
+    """Largest buffer bytes per input role and for the output over `tiles`, and the burst
+    factor of each operand (role -> external bytes per useful byte)."""
     sizes: dict[str, int] = {}
+    factor: dict[str, float] = {}
     out = 0
     for tile in tiles:
         for opnd in space.inputs:
-            sizes[opnd.role] = max(sizes.get(opnd.role, 0), box_bytes(opnd.box(tile), opnd.itemsize))
-        out = max(out, box_bytes(space.output.box(tile), space.output.itemsize))
-    return sizes, out
+            box = opnd.box(tile)
+            sizes[opnd.role] = max(sizes.get(opnd.role, 0), box_bytes(box, opnd.itemsize))
+            factor[opnd.role] = max(factor.get(opnd.role, 1.0),
+                                    burst_factor(box, opnd.shape, opnd.itemsize))
+        box = space.output.box(tile)
+        out = max(out, box_bytes(box, space.output.itemsize))
+        factor["<out>"] = max(factor.get("<out>", 1.0),
+                              burst_factor(box, space.output.shape, space.output.itemsize))
+    return sizes, out, factor
 
 
 def _loads(order, counts, depends) -> int:
@@ -113,7 +138,7 @@ def _loads(order, counts, depends) -> int:
 def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: float,
              tiles=None) -> TilePlan:
     counts = {d: -(-space.dims[d] // sizes[d]) for d in space.dims}
-    in_bytes, out_bytes = box_sizes(space, tiles or _sample_tiles(space, sizes))
+    in_bytes, out_bytes, burst = box_sizes(space, tiles or _sample_tiles(space, sizes))
     buffers, buffer_bytes, working, cost = {}, {}, 0, 0.0
     for opnd in space.inputs:
         loads = _loads(order, counts, opnd.depends)
@@ -123,21 +148,26 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
         buffers[opnd.role] = 2 if loads > 1 else 1
         buffer_bytes[opnd.role] = nbytes
         working += buffers[opnd.role] * nbytes
-        cost += loads * nbytes * opnd.cost_per_byte
+        cost += loads * nbytes * opnd.cost_per_byte * burst[opnd.role]
     n_out = math.prod(c for d, c in counts.items() if d != space.reduction)
     if not space.output.on_chip:
         role = space.output.role
         buffers[role] = 2 if n_out > 1 else 1
         buffer_bytes[role] = out_bytes
         working += buffers[role] * out_bytes
-        cost += n_out * out_bytes * space.output.cost_per_byte
+        cost += n_out * out_bytes * space.output.cost_per_byte * burst["<out>"]
     acc_bytes = 0
     if space.reduction and counts.get(space.reduction, 1) > 1:
         acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
         working += acc_bytes
     n_tiles = math.prod(counts.values())
+    # Estimated time of a double-buffered pipeline: the slower of compute and transfer, plus
+    # the part that cannot overlap (the first tile's loads, the last tile's compute and store),
+    # plus a fixed cost per tile. One tile is fully serial; many tiles pay per-tile overhead.
+    compute = n_tiles * space.work(sizes)
+    time = max(compute, cost) + min(compute, cost) / n_tiles + n_tiles * tile_overhead
     return TilePlan(dict(sizes), tuple(order), counts, buffers, buffer_bytes, acc_bytes, working,
-                    cost + n_tiles * tile_overhead)
+                    time)
 
 
 def search(space: TileSpace, budget: int, tile_overhead: float = 64.0) -> TilePlan | None:

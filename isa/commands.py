@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 # Memory ids: 0 is the on-chip buffer; external memories follow in Program.memories order.
 ONCHIP = 0
 
+# External memories move data in bursts of this many bytes: a contiguous run shorter than a
+# burst still costs a whole burst. Both the compiler's tiling and the machine's timing use it.
+BURST_BYTES = 32
+
 ITEMSIZE = {"bool": 1, "int4": 1, "int8": 1, "int16": 2, "int32": 4, "int48": 8, "int64": 8}
 
 
@@ -49,6 +53,13 @@ class TensorView:
             else:
                 lo += (d - 1) * s
         return lo, hi + self.itemsize
+
+    def burst_bytes(self) -> int:
+        """Bytes an external memory transfers for this view: every run rounded up to bursts."""
+        run = self.contiguous_run()
+        if run >= self.nbytes or run <= 0:
+            return -(-self.nbytes // BURST_BYTES) * BURST_BYTES if self.nbytes else 0
+        return (self.nbytes // run) * (-(-run // BURST_BYTES) * BURST_BYTES)
 
     def contiguous_run(self) -> int:
         """Bytes in the innermost contiguous run (what one burst of a DMA can move)."""

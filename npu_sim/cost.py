@@ -49,12 +49,16 @@ class CostModel:
     def _dma(self, cmd) -> Cost:
         dst: TensorView = cmd.dst
         src = cmd.src if isinstance(cmd, DmaCopy) else None
-        nbytes = dst.nbytes
-        rate = min(self.cfg.dma.bytes_per_cycle, self.mem_bpc[dst.mem],
-                   self.mem_bpc[src.mem] if src is not None else math.inf)
+        # Each side moves its bytes at its own rate; an external side pays whole bursts for
+        # short runs (a channel-sliced NHWC box is many short runs).
+        cycles = dst.nbytes / self.cfg.dma.bytes_per_cycle
+        for v in (src, dst):
+            if v is not None:
+                moved = v.burst_bytes() if v.mem else v.nbytes
+                cycles = max(cycles, moved / self.mem_bpc[v.mem])
         latency = self.mem_latency[src.mem] if src is not None else 0
         ports = tuple(sorted({dst.mem} | ({src.mem} if src is not None else set())))
-        return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(nbytes / rate)), ports)
+        return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(cycles)), ports)
 
     def _sram_cycles(self, cmd: Compute) -> int:
         moved = sum(v.nbytes for v in cmd.inputs.values()) + sum(
@@ -69,8 +73,12 @@ class CostModel:
             n, h, c = x["a"].shape
             m, cols, k = n * h, x["b"].shape[2], c
         elif cmd.op == "depthwise_conv2d":
+            # Channels have no reduction to share, so depthwise always maps output pixels to
+            # rows and channels to columns, accumulating the taps in time (output-stationary).
             kh, kw = x["weights"].shape[:2]
-            m, cols, k = _prod(out[:-1]), out[-1], kh * kw
+            taps = kh * kw
+            cycles = math.ceil(_prod(out[:-1]) / arr.rows) * math.ceil(out[-1] / arr.cols) * taps
+            return self._mac_cost(cmd, cycles, _prod(out) * taps)
         elif cmd.op == "transpose_conv2d":
             _, kh, kw, ic = x["weights"].shape
             sy, sx = a["stride"]
@@ -82,9 +90,11 @@ class CostModel:
             cycles = math.ceil(k / arr.rows) * math.ceil(cols / arr.cols) * m
         else:
             cycles = math.ceil(m / arr.rows) * math.ceil(cols / arr.cols) * k
-        if x[next(iter(x))].dtype == "int16":
+        return self._mac_cost(cmd, cycles, m * cols * k)
+
+    def _mac_cost(self, cmd: Compute, cycles: int, macs: int) -> Cost:
+        if next(iter(cmd.inputs.values())).dtype == "int16":
             cycles *= 2                        # 16-bit activations take two passes
-        macs = m * cols * k
         busy = max(cycles, self._sram_cycles(cmd), 1)
         return Cost(MAC_PIPELINE_LATENCY, busy, (0,), macs=macs)
 

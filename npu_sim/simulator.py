@@ -21,6 +21,10 @@ from .execute import execute
 from .memory import STORAGE, Memories
 
 
+BURST_CYCLES = 256         # port arbitration granule for long transfers
+MAX_BURSTS = 16            # bounds simpy events per command
+
+
 @dataclass
 class SimResult:
     cycles: int
@@ -78,14 +82,18 @@ class Machine:
                 start[cmd.id] = env.now
                 if c.setup:
                     yield env.timeout(c.setup)
-                held = []
-                for p in c.ports:
-                    req = ports[p].request()
-                    yield req
-                    held.append((p, req))
-                yield env.timeout(c.busy)
-                for p, req in held:
-                    ports[p].release(req)
+                # Long transfers hold the ports burst by burst, so concurrent transfers share
+                # the bandwidth instead of queueing behind each other whole.
+                bursts = min(MAX_BURSTS, max(1, c.busy // BURST_CYCLES)) if c.ports else 1
+                for i in range(bursts):
+                    held = []
+                    for p in c.ports:
+                        req = ports[p].request()
+                        yield req
+                        held.append((p, req))
+                    yield env.timeout(c.busy * (i + 1) // bursts - c.busy * i // bursts)
+                    for p, req in held:
+                        ports[p].release(req)
                 if mem is not None:
                     execute(cmd, mem)
                 end[cmd.id] = env.now

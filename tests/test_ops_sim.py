@@ -1215,7 +1215,7 @@ def test_random_rescale(seed, cfg):
     rng = np.random.default_rng(9700 + seed)
     combos = [("int8", "int8"), ("int32", "int8"), ("int16", "int8"), ("uint8", "int8"),
               ("int8", "uint8"), ("int8", "int32")]
-    in_name, out_name = combos[seed]
+    in_name, out_name = combos[seed % len(combos)]
     in_dt, in_np, in_u, in_bits = RESCALE_TYPES[in_name]
     out_dt, out_np, out_u, out_bits = RESCALE_TYPES[out_name]
     shape = tuple(_ri(rng, 1, 9) for _ in range(_ri(rng, 1, 4)))
@@ -1239,3 +1239,33 @@ def test_random_rescale(seed, cfg):
             scale32=scale32, rounding=rounding, per_channel=per_channel, in_unsigned=in_u,
             out_unsigned=out_u)
     check(g, cfg)
+
+
+def test_chain_data_movement_of_intermediates(cfg):
+    """Layout ops on intermediates (resident on chip on "default"): CONV2D -> REVERSE -> TILE ->
+    CONCAT with a constant -> CONV2D 1x1 -> RESHAPE (graph output, and MATMUL input); plus
+    ADD of a tensor with itself."""
+    rng = np.random.default_rng(8300)
+    x = rand(rng, DType.INT8, (1, 8, 8, 6))
+    g = GraphBuilder()
+    xi = g.tensor(x.shape, DType.INT8, x)
+    c1, s1, z1 = _add_conv(g, rng, xi, x.shape, 8, 3, 1, (1, 1, 1, 1), -5, clamp_lo=-120)
+    rv = g.intermediate(s1, DType.INT8)
+    g.op("REVERSE", [c1], [rv], _attr("ReverseAttribute", 2))
+    tl = g.intermediate((1, 8, 16, 8), DType.INT8)
+    g.op("TILE", [rv, shape_const(g, (1, 1, 2, 1))], [tl])
+    cat = g.intermediate((1, 11, 16, 8), DType.INT8)
+    g.op("CONCAT", [tl, const(g, rand(rng, DType.INT8, (1, 3, 16, 8)), DType.INT8)], [cat],
+         _attr("ConcatAttribute", 1))
+    c2, s2, z2 = _add_conv(g, rng, cat, (1, 11, 16, 8), 12, 1, 1, (0, 0, 0, 0), z1)
+    o1 = g.output((11, 16, 12), DType.INT8)
+    g.op("RESHAPE", [c2, shape_const(g, (11, 16, 12))], [o1])
+    rs = g.intermediate((1, 176, 12), DType.INT8)
+    g.op("RESHAPE", [c2, shape_const(g, (1, 176, 12))], [rs])
+    mm = g.output((1, 176, 5), DType.INT32)
+    g.op("MATMUL", [rs, const(g, rand(rng, DType.INT8, (1, 12, 5)), DType.INT8),
+                    scalar(g, z2, DType.INT8), scalar(g, 0, DType.INT8)], [mm])
+    r32 = rescale(g, c1, s1, DType.INT8, DType.INT32, [1 << 30], [16], z1, 0, output=False)
+    o3 = g.output(s1, DType.INT32)
+    g.op("ADD", [r32, r32], [o3])
+    check(g, cfg, tiled=True)
