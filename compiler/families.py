@@ -11,8 +11,9 @@ import numpy as np
 
 from isa.errors import UnsupportedError
 
+from .chains import chain_space
 from .ir import Graph, itemsize
-from .operands import ELEMENTWISE, ELEMENTWISE_BINARY, REDUCTIONS, operand
+from .operands import ELEMENTWISE, REDUCTIONS, operand
 from .steps import Step, stage_table_name
 from .tiling import Operand, TileSpace, window
 
@@ -261,60 +262,6 @@ def _dims(shape):
     return {f"d{i}": s for i, s in enumerate(shape)}
 
 
-def elementwise(step: Step, ctx: Context):
-    g, op = ctx.graph, step.main
-    out = g.tensors[step.output]
-    dims = _dims(out.shape)
-    names = list(dims)
-
-    def data_operand(role, tensor):
-        shape = g.tensors[tensor].shape
-        same = [s == out.shape[i] for i, s in enumerate(shape)]
-        depends = tuple(d for d, keep in zip(names, same) if keep)
-        return ctx.operand(role, tensor, depends,
-                           lambda t: tuple(t[d] if keep else (0, 1) for d, keep in zip(names, same)))
-
-    last = names[-1] if names else None
-    inputs, attrs, opcode = [], {}, "elementwise"
-    if op.op == "RESCALE":
-        opcode = "rescale"
-        per_channel = bool(op.attrs["per_channel"])
-        chan = (last,) if per_channel and last else ()
-        inputs = [data_operand("in0", op.inputs[0])]
-        for role, tensor in (("multiplier", op.inputs[1]), ("shift", op.inputs[2])):
-            inputs.append(ctx.operand(role, tensor, chan,
-                                      (lambda t: (t[last],)) if chan else (lambda t: ((0, 1),))))
-        attrs = {k: op.attrs[k] for k in ("scale32", "rounding_mode", "per_channel",
-                                          "input_unsigned", "output_unsigned")}
-        attrs.update(input_zp=const_int(g, op.inputs[3]), output_zp=const_int(g, op.inputs[4]))
-    elif op.op == "TABLE":
-        opcode = "table"
-        size = g.tensors[op.inputs[1]].shape[0]
-        inputs = [data_operand("in0", op.inputs[0]),
-                  ctx.operand("table", op.inputs[1], (), lambda t: ((0, size),))]
-    elif op.op == "CLAMP":
-        opcode = "clamp"
-        inputs = [data_operand("in0", op.inputs[0])]
-        lo, hi = clamp_bounds(op, g.tensors[op.inputs[0]].dtype)
-        attrs = {"lo": lo, "hi": hi}
-    else:
-        n_data = 3 if op.op == "SELECT" else 2 if op.op in ELEMENTWISE_BINARY else 1
-        inputs = [data_operand(f"in{i}", op.inputs[i]) for i in range(n_data)]
-        attrs = {"fn": op.op}
-        if op.op == "MUL":
-            attrs["shift"] = const_int(g, op.inputs[2])
-        if op.op == "ARITHMETIC_RIGHT_SHIFT":
-            attrs["round"] = bool(op.attrs.get("round", False))
-        if op.op == "NEGATE":
-            attrs.update(input_zp=const_int(g, op.inputs[1]), output_zp=const_int(g, op.inputs[2]))
-    space = TileSpace(
-        dims=dims, levels={d: i for i, d in enumerate(names)}, orders=[tuple(names)],
-        inputs=inputs,
-        output=ctx.operand("out", step.output, tuple(names), lambda t: tuple(t[d] for d in names)),
-        work=lambda s: ctx.vector_work(*s.values()))
-    return space, opcode, attrs
-
-
 def reduction(step: Step, ctx: Context):
     g, op = ctx.graph, step.main
     shape = g.tensors[op.inputs[0]].shape
@@ -389,7 +336,7 @@ FAMILIES = {"CONV2D": conv2d, "DEPTHWISE_CONV2D": depthwise_conv2d,
             "TRANSPOSE_CONV2D": transpose_conv2d, "MATMUL": matmul,
             "AVG_POOL2D": pool2d, "MAX_POOL2D": pool2d, "RESIZE": resize, "ARGMAX": argmax}
 FAMILIES.update({name: reduction for name in REDUCTIONS})
-FAMILIES.update({name: elementwise for name in ELEMENTWISE})
+FAMILIES.update({name: chain_space for name in ELEMENTWISE})
 
 
 def build_space(step: Step, ctx: Context):

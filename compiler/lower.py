@@ -10,9 +10,6 @@ from .placement import Placement
 from .steps import Step
 from .tiling import iterate_tiles, minimum_working_set, plan_tiles
 
-_CONST_ROLES = {"weights", "stage", "table", "multiplier", "shift"}
-
-
 class Lowering:
     def __init__(self, graph, placement: Placement, emitter, dma_channels: int,
                  cost_per_byte, tile_overhead: float, mac_array, lanes: int):
@@ -25,9 +22,10 @@ class Lowering:
     # DMA queues by role: activations, constants and stores stream on separate channels
     # when there are enough, so a store never blocks the next tile's prefetch.
     def _channel(self, role: str) -> int:
+        """role: "store", "const" (weights and tables) or "act" (feature-map loads)."""
         if role == "store":
             return 2 % self.channels if self.channels > 2 else 0
-        return (1 % self.channels) if role in _CONST_ROLES else 0
+        return (1 % self.channels) if role == "const" else 0
 
     def lower(self, step: Step, workspace: tuple[int, int], flip: bool = False) -> int:
         """Emit the commands of one step. Its tile buffers go in `workspace` (base, size); with
@@ -104,8 +102,9 @@ class Lowering:
                     k = loads.get(opnd.role, 0)
                     bufs = addr[opnd.role]
                     dst = dense(ONCHIP, bufs[k % len(bufs)], [n for _, n in box], opnd.dtype)
+                    kind = "const" if self.g.tensors[opnd.tensor].is_const else "act"
                     self.em.copy(self.p.view(opnd.tensor, box, opnd.dtype), dst,
-                                 self._channel(opnd.role))
+                                 self._channel(kind))
                     loads[opnd.role] = k + 1
                     current[opnd.role] = (box, dst)
                 views[opnd.role] = current[opnd.role][1]
@@ -119,7 +118,7 @@ class Lowering:
         g, p, op = self.g, self.p, step.main
         out = g.tensors[step.output]
         dst = p.view(step.output)
-        ch = self._channel("ifm")
+        ch = self._channel("act")
         if op.op == "TRANSPOSE":
             src = p.view(op.inputs[0])
             perms = op.attrs["perms"]

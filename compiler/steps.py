@@ -6,8 +6,9 @@ contiguous tensor), or a host-CPU fallback operation.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .chains import data_inputs, fuse_chains, table_inputs
 from .ir import Graph, Operator
 from .operands import DATA_MOVEMENT, ELEMENTWISE, OPERANDS, REDUCTIONS
 
@@ -22,6 +23,7 @@ class Step:
     main: Operator
     rescale: Operator | None = None
     clamp: Operator | None = None
+    chain: list[Operator] = field(default_factory=list)   # fused elementwise ops, main last
 
     @property
     def output(self) -> str:
@@ -29,6 +31,8 @@ class Step:
 
     @property
     def ops(self) -> list[str]:
+        if self.chain:
+            return [o.op for o in self.chain]
         return [o.op for o in (self.main, self.rescale, self.clamp) if o is not None]
 
     @property
@@ -38,6 +42,10 @@ class Step:
             return self.main.inputs[:2] + [stage_table_name(self)]
         if self.kind == "host":
             return list(self.main.inputs)
+        if self.chain:
+            inside = {o.outputs[0] for o in self.chain}
+            return [t for o in self.chain for t in data_inputs(o) + table_inputs(o)
+                    if t not in inside]
         names = OPERANDS.get(self.main.op)
         if names is None:            # CONCAT: a list of data inputs
             return list(self.main.inputs)
@@ -96,4 +104,4 @@ def plan_steps(graph: Graph) -> list[Step]:
                     step.clamp = users[0]
                     fused.add(id(step.clamp))
         steps.append(step)
-    return steps
+    return fuse_chains(graph, steps)

@@ -107,6 +107,8 @@ class CostModel:
             work = cmd.inputs["in0"].count
         elif cmd.op == "resize":
             work = out.count * (4 if a["mode"] == "BILINEAR" else 1)
+        elif cmd.op == "elementwise":
+            work = out.count * a["program"].count('"fn"')      # one pass per micro-op
         else:
             work = out.count
         cycles = math.ceil(work / self.cfg.vector_unit.lanes)

@@ -1,6 +1,8 @@
 """Functional execution of one command on the modelled memories (bit-exact datapath)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from isa.commands import Compute, DmaCopy, DmaFill
@@ -48,6 +50,30 @@ def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
         acc_dtype=a["acc_dtype"])
 
 
+def run_program(program: list[dict], x: dict) -> np.ndarray:
+    """Run an elementwise chain: each micro-op reads operands or earlier results (%i)."""
+    results: list[np.ndarray] = []
+    for u in program:
+        args = [results[int(a[1:])] if a[0] == "%" else x[a] for a in u["args"]]
+        tables = [x[t] for t in u["tables"]]
+        dtype = STORAGE[u["dtype"]]
+        fn = u["fn"]
+        if fn == "RESCALE":
+            r = dp.rescale(args[0], tables[0], tables[1], u["input_zp"], u["output_zp"],
+                           scale32=u["scale32"], rounding_mode=u["rounding_mode"],
+                           per_channel=u["per_channel"], input_unsigned=u["input_unsigned"],
+                           output_unsigned=u["output_unsigned"], out_dtype=dtype)
+        elif fn == "TABLE":
+            r = dp.table(args[0], tables[0])
+        elif fn == "CLAMP":
+            r = dp.clamp(args[0], u["lo"], u["hi"])
+        else:
+            extra = {k: u[k] for k in ("shift", "round", "input_zp", "output_zp") if k in u}
+            r = dp.elementwise(fn, args, dtype, **extra)
+        results.append(r)
+    return results[-1]
+
+
 _COMBINE = {"REDUCE_SUM": np.add, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum,
             "REDUCE_ALL": np.logical_and, "REDUCE_ANY": np.logical_or}
 
@@ -55,18 +81,7 @@ _COMBINE = {"REDUCE_SUM": np.add, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.min
 def _vector(cmd: Compute, x: dict, out: np.ndarray):
     a, op = cmd.attrs, cmd.op
     if op == "elementwise":
-        extra = {k: a[k] for k in ("shift", "round", "input_zp", "output_zp") if k in a}
-        ins = [x[k] for k in ("in0", "in1", "in2") if k in x]
-        out[...] = dp.elementwise(a["fn"], ins, out.dtype, **extra)
-    elif op == "rescale":
-        out[...] = dp.rescale(x["in0"], x["multiplier"], x["shift"], a["input_zp"], a["output_zp"],
-                              scale32=a["scale32"], rounding_mode=a["rounding_mode"],
-                              per_channel=a["per_channel"], input_unsigned=a["input_unsigned"],
-                              output_unsigned=a["output_unsigned"], out_dtype=out.dtype)
-    elif op == "table":
-        out[...] = dp.table(x["in0"], x["table"])
-    elif op == "clamp":
-        out[...] = dp.clamp(x["in0"], a["lo"], a["hi"])
+        out[...] = run_program(json.loads(a["program"]), x)
     elif op == "avg_pool2d":
         out[...] = dp.avg_pool2d(x["in0"], a["kernel"], a["stride"], a["pad"], a["input_zp"],
                                  a["output_zp"], out.dtype)
