@@ -75,9 +75,7 @@ def compile_graph(graph: Graph, config, model_name: str = "", timing: dict | Non
 
     emitter = Emitter()
     lowering = Lowering(graph, placement, emitter, config.dma.channels, cost_per_byte,
-                        tile_overhead=config.dma.setup_cycles + 16,
-                        mac_array=config.mac_array,
-                        lanes=config.vector_unit.lanes)
+                        tile_overhead=config.dma.setup_cycles + 16)
     layers = []
     for index, step in enumerate(steps):
         if step.kind == "alias":

@@ -38,26 +38,25 @@ def clamp_bounds(op, dtype: str) -> tuple[int, int]:
 class Context:
     """What the families need from placement: residency and memory cost of each tensor."""
 
-    def __init__(self, graph, on_chip, cost_per_byte, mac_array=None, lanes=1):
+    # Tiling balances transfers against compute on a fixed reference array and vector unit,
+    # not the configured ones: a program's tiles then depend only on the buffer and memories,
+    # so a larger MAC array or vector unit runs the same program and never costs cycles.
+    REF_ROWS = REF_COLS = 32
+    REF_LANES = 64
+
+    def __init__(self, graph, on_chip, cost_per_byte):
         self.graph, self._on_chip, self._cost = graph, on_chip, cost_per_byte
-        self.array, self.lanes = mac_array, lanes
 
     def mac_work(self, m: int, n: int, k: int) -> float:
-        """Estimated array cycles of an M x N x K tile (M outputs, N channels, K reduction),
-        with the array's quantisation: a 2-channel tile still occupies every column."""
-        a = self.array
-        if a is None:
-            return m * n * k
-        if a.dataflow == "weight_stationary":
-            return math.ceil(k / a.rows) * math.ceil(n / a.cols) * m
-        return math.ceil(m / a.rows) * math.ceil(n / a.cols) * k
+        """Reference-array cycles of an M x N x K tile (M outputs, N channels, K reduction),
+        quantised like an array: a 2-channel tile still occupies every column."""
+        return math.ceil(k / self.REF_ROWS) * math.ceil(n / self.REF_COLS) * m
 
     def depthwise_work(self, m: int, c: int, taps: int) -> float:
-        a = self.array
-        return m * c * taps if a is None else math.ceil(m / a.rows) * math.ceil(c / a.cols) * taps
+        return math.ceil(m / self.REF_ROWS) * math.ceil(c / self.REF_COLS) * taps
 
     def vector_work(self, *factors) -> float:
-        return math.prod(factors) / self.lanes
+        return math.prod(factors) / self.REF_LANES
 
     def operand(self, role, tensor, depends, box, dtype=None):
         t = self.graph.tensors[tensor]

@@ -12,10 +12,10 @@ from .tiling import iterate_tiles, minimum_working_set, plan_tiles
 
 class Lowering:
     def __init__(self, graph, placement: Placement, emitter, dma_channels: int,
-                 cost_per_byte, tile_overhead: float, mac_array, lanes: int):
+                 cost_per_byte, tile_overhead: float):
         self.g, self.p, self.em = graph, placement, emitter
         self.channels = dma_channels
-        self.ctx = Context(graph, placement.on_chip, cost_per_byte, mac_array, lanes)
+        self.ctx = Context(graph, placement.on_chip, cost_per_byte)
         self.tile_overhead = tile_overhead
         self.tiles = 0
 
