@@ -15,11 +15,12 @@ import numpy as np
 
 from compiler.driver import compile_graph
 from compiler.ir import Graph
-from compiler.loader import load_model
+from compiler.loader import load_bytes
 from isa.encoding import decode, encode
 from isa.errors import ConfigError, ModelError
 from isa.program import Program
 
+from . import cache
 from .config import HardwareConfig, config_from_dict, load_config
 from .memory import STORAGE
 from .report import Report, build_report
@@ -43,8 +44,29 @@ class RunResult:
     sim: SimResult | None = None       # per-command start/end/costs, for traces
 
 
-def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig) -> Program:
-    graph = model if isinstance(model, Graph) else load_model(model)
+def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
+                  use_cache: bool = True) -> Program:
+    """Compile a .tosa file (or a loaded Graph) for `config`. Files go through the program
+    cache (npu_sim/cache.py) unless use_cache is False."""
+    if isinstance(model, Graph):
+        return _compile(model, config)
+    try:
+        data = Path(model).read_bytes()
+    except IsADirectoryError:
+        raise ModelError(f"{model}: is a directory, expected a .tosa file") from None
+    except OSError as exc:
+        raise ModelError(f"{model}: cannot read ({exc.strerror})") from None
+    k = cache.key(data, config) if use_cache else None
+    program = cache.load(k) if k else None
+    if program is None:
+        program = _compile(load_bytes(data, str(model)), config)
+        if k:
+            cache.store(k, program)
+    program.meta["model"] = Path(model).stem
+    return program
+
+
+def _compile(graph: Graph, config: HardwareConfig) -> Program:
     name = Path(graph.source).stem if graph.source else "model"
     program = compile_graph(graph, config, model_name=name)
     program.meta["config_dict"] = config.to_dict()

@@ -22,7 +22,7 @@ from .memory import STORAGE, Memories
 
 
 BURST_CYCLES = 256         # port arbitration granule for long transfers
-MAX_BURSTS = 16            # bounds simpy events per command
+MAX_BURSTS = 4             # bounds simpy events per command
 
 
 @dataclass

@@ -1,0 +1,67 @@
+"""On-disk cache of compiled programs, keyed by model bytes, config and compiler version.
+
+Users rerun the same model on the same config many times (inputs, reports, sweeps over
+run-time options); compiling is then skipped. The key includes a hash of the compiler's and the
+ISA's source, so a changed compiler never reuses an old program. NPU_SIM_CACHE=off disables it;
+NPU_SIM_CACHE=DIR moves it (default ~/.cache/npu-sim).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from isa.encoding import decode, encode
+from isa.errors import ProgramError
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path | None:
+    setting = os.environ.get("NPU_SIM_CACHE", "")
+    if setting.lower() in ("0", "off", "no", "false"):
+        return None
+    return Path(setting) if setting else Path.home() / ".cache" / "npu-sim"
+
+
+@lru_cache(maxsize=1)
+def compiler_version() -> str:
+    h = hashlib.sha256()
+    for package in ("compiler", "isa"):
+        for path in sorted((_ROOT / package).rglob("*.py")):
+            h.update(path.relative_to(_ROOT).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def key(model_bytes: bytes, config) -> str:
+    h = hashlib.sha256(model_bytes)
+    h.update(config.fingerprint().encode())
+    h.update(compiler_version().encode())
+    return h.hexdigest()
+
+
+def load(k: str):
+    root = cache_dir()
+    if root is None:
+        return None
+    try:
+        return decode((root / f"{k}.npub").read_bytes(), "cache")
+    except (OSError, ProgramError):
+        return None              # a missing or damaged entry is simply recompiled
+
+
+def store(k: str, program) -> None:
+    root = cache_dir()
+    if root is None:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=root, suffix=".part")
+        with os.fdopen(fd, "wb") as f:
+            f.write(encode(program))
+        os.replace(tmp, root / f"{k}.npub")
+    except OSError:
+        pass                     # a read-only or full disk only costs the next compile
