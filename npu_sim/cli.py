@@ -18,7 +18,7 @@ from isa.errors import InputError, ModelError, NpuSimError
 EXIT_USAGE = 2
 # Further subcommands live in their own modules, each with add_parser(subparsers) that sets
 # `func` to a handler returning the exit status (errors raised as NpuSimError).
-SUBCOMMAND_MODULES: list[str] = []
+SUBCOMMAND_MODULES: list[str] = ["npu_sim.viewer"]
 
 
 def _parse_inputs(pairs: list[str]) -> dict[str, np.ndarray]:
@@ -84,14 +84,24 @@ def cmd_run(args) -> int:
         if name not in known:
             raise InputError(f"--input {name}: the graph has no input of that name (inputs: "
                              f"{', '.join(sorted(known))})")
+    if args.trace_coarse and not args.trace:
+        raise InputError("--trace-coarse: give the trace file with --trace FILE.json")
     result = api.simulate(program, cfg, inputs, timing_only=args.timing_only, seed=args.seed)
     report = result.report
     if args.report:
         Path(args.report).write_text(report.to_json())
     if args.csv:
         Path(args.csv).write_text(report.layers_csv())
+    if args.trace:
+        from .trace import write_trace
+        trace_size = write_trace(args.trace, program, cfg, result.sim, report, args.trace_coarse)
     written = [] if args.timing_only else _write_outputs(result.outputs, Path(args.output_dir))
     sys.stdout.write(report.to_text())
+    if args.timeline:
+        from .timeline import render_timeline
+        sys.stdout.write(render_timeline(report))
+    if args.trace:
+        print(f"  trace             {args.trace} ({trace_size:,} B; npu-sim view {args.trace})")
     for path in written:
         print(f"  output            {path}")
     return 0
@@ -135,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timing-only", action="store_true", help="simulate timing and energy "
                    "without computing values")
     r.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    r.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace: one "
+                   "slice per command on each engine (ui.perfetto.dev, or npu-sim view)")
+    r.add_argument("--trace-coarse", action="store_true", help="with --trace: one slice per "
+                   "layer and engine instead of per command, for huge networks")
+    r.add_argument("--timeline", action="store_true", help="print a per-layer Gantt chart")
     r.set_defaults(func=cmd_run)
     c = sub.add_parser("compile", help="compile a .tosa model into a program (.npub)")
     c.add_argument("model")
