@@ -1,0 +1,176 @@
+"""`npu-sim view`: the self-contained HTML viewer, checked in a real headless browser."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from npu_sim import api
+from npu_sim.trace import write_trace
+from npu_sim.viewer import compact, load_trace, render_html
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    cfg = api.load_config("default")
+    program = api.compile_model(api.default_model(), cfg)
+    res = api.simulate(program, cfg, timing_only=True)
+    path = tmp_path_factory.mktemp("viewer") / "mbv2.json"
+    write_trace(path, program, cfg, res.sim, res.report)
+    return path, program, res
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "npu_sim", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_compact_form_keeps_every_slice_layer_and_counter(traced):
+    path, program, res = traced
+    data = compact(load_trace(path))
+    assert [lane["name"] for lane in data["lanes"]] == ["dma0", "dma1", "mac", "vector"]
+    assert sum(len(lane["s"]) for lane in data["lanes"]) == len(program.commands)
+    for lane in data["lanes"]:
+        ids = [a["id"] for a in lane["a"]]
+        assert ids == res.sim.engines[lane["name"]]
+        assert lane["s"] == [int(res.sim.start[i]) for i in ids]
+    rows = {r["index"]: r for r in data["layers"]}
+    assert [(r.start, r.cycles) for r in res.report.layers] == [
+        (rows[i]["start"], rows[i]["cycles"]) for i in range(len(res.report.layers))]
+    assert sum(r["commands"] for r in data["layers"]) == len(program.commands)
+    assert {c["unit"] for c in data["counters"]} == {"%", "GB/s", "KiB"}
+    assert data["meta"]["cycles"] == res.report.cycles
+
+
+def test_html_is_self_contained(traced):
+    path, _, _ = traced
+    text = render_html(compact(load_trace(path)))
+    assert "<canvas" in text and "__NPU_" not in text
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=", text)   # nothing to fetch
+    assert "http://" not in text and "https://" not in text
+    payload = text.split('type="application/json">')[1].split("</script>")[0]
+    assert json.loads(payload)["lanes"]
+
+
+def test_view_command_paths_and_errors(traced, tmp_path):
+    path, _, _ = traced
+    trace = tmp_path / "run.json"
+    shutil.copy(path, trace)
+    r = _cli("view", trace)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "run.html").exists() and "run.html" in r.stdout
+    r = _cli("view", trace, "-o", tmp_path / "other.html")
+    assert r.returncode == 0 and (tmp_path / "other.html").stat().st_size > 10000
+    (tmp_path / "bad.json").write_text("{not json")
+    for bad in (tmp_path / "bad.json", tmp_path / "absent.json"):
+        r = _cli("view", bad)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("npu-sim:")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM or not CHROMEDRIVER:
+        pytest.skip("no chromium/chromedriver here: install them (apt-get install chromium "
+                    "chromium-driver; .ci/run does) to test the viewer in a browser")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium")
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="npu-sim-chromium-")
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+              "--no-first-run", "--disable-background-networking", "--disable-component-update",
+              "--disable-sync", "--window-size=1400,1000", f"--user-data-dir={profile}"):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def _state(driver):
+    return driver.execute_script("return window.npuViewer.state()")
+
+
+def _wait(driver, cond, timeout=5.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        s = _state(driver)
+        if cond(s):
+            return s
+        time.sleep(0.05)
+    return _state(driver)
+
+
+def test_viewer_renders_zooms_pans_and_sorts_in_a_browser(browser, traced, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    path, program, res = traced
+    html = tmp_path / "mbv2.html"
+    html.write_text(render_html(compact(load_trace(path))))
+    browser.get(html.as_uri())
+    s = _state(browser)
+    assert s["lanes"] == ["dma0", "dma1", "mac", "vector"] and s["slices"] == len(program.commands)
+    assert s["t0"] == 0 and s["t1"] == res.report.cycles and 0 < s["drawn"] <= s["slices"]
+    # the MAC lane has coloured pixels: the lanes are really drawn on the canvas
+    painted = browser.execute_script("""
+        const c = document.getElementById('view'), g = c.getContext('2d'), r = devicePixelRatio;
+        const y = Math.round((arguments[0]) * r), row = g.getImageData(0, y, c.width, 1).data;
+        let n = 0; for (let i = 0; i < row.length; i += 4)
+          if (Math.abs(row[i] - row[i + 1]) > 40 || Math.abs(row[i + 1] - row[i + 2]) > 40) n++;
+        return n;""", s["laneY"][2])
+    assert painted > 50
+    # smooth: a full redraw of the whole network takes well under a frame budget
+    ms = browser.execute_script("const t = performance.now(); for (let i = 0; i < 20; i++) "
+                                "window.npuViewer.draw(); return (performance.now() - t) / 20;")
+    assert ms < 50
+    canvas = browser.find_element(By.ID, "view")
+    span0 = s["t1"] - s["t0"]
+    browser.execute_script("""const c = arguments[0], r = c.getBoundingClientRect();
+        c.dispatchEvent(new WheelEvent('wheel', {deltaY: -400, clientX: r.left + r.width / 2,
+          clientY: r.top + 150, bubbles: true, cancelable: true}));""", canvas)
+    s = _wait(browser, lambda st: st["t1"] - st["t0"] < span0 * 0.8)
+    assert s["t1"] - s["t0"] < span0 * 0.8
+    span1 = s["t1"] - s["t0"]
+    canvas.click()
+    ActionChains(browser).send_keys("+").perform()
+    s = _wait(browser, lambda st: st["t1"] - st["t0"] < span1 * 0.6)
+    assert s["t1"] - s["t0"] == pytest.approx(span1 / 2, rel=0.01)
+    t0 = s["t0"]
+    ActionChains(browser).send_keys("\ue014").perform()             # arrow right
+    s = _wait(browser, lambda st: st["t0"] > t0)
+    assert s["t0"] > t0
+    ActionChains(browser).move_to_element_with_offset(canvas, 300, 0).click_and_hold() \
+        .move_by_offset(-200, 0).release().perform()                  # drag left: later times
+    assert _wait(browser, lambda st: st["t0"] > s["t0"])["t0"] > s["t0"]
+    ActionChains(browser).send_keys("0").perform()
+    s = _wait(browser, lambda st: st["t0"] == 0)
+    assert s["t1"] == res.report.cycles
+    # hover a MAC slice: the tooltip tells its cycles
+    mac = next(a for a in compact(load_trace(path))["lanes"] if a["name"] == "mac")
+    i = max(range(len(mac["s"])), key=lambda k: mac["e"][k] - mac["s"][k])
+    x = browser.execute_script("return window.npuViewer.xOf(arguments[0])",
+                               (mac["s"][i] + mac["e"][i]) / 2)
+    rect = browser.execute_script("return arguments[0].getBoundingClientRect().toJSON()", canvas)
+    ActionChains(browser).move_to_element_with_offset(
+        canvas, int(x - rect["width"] / 2), int(s["laneY"][2] - rect["height"] / 2)).perform()
+    tip = browser.find_element(By.ID, "tip")
+    assert tip.is_displayed() and "cycles" in tip.text and "mac" in tip.text
+    # sortable per-layer table: a click on "cycles" puts the longest layer first
+    browser.find_element(By.CSS_SELECTOR, "th[data-key=cycles]").click()
+    first = browser.find_element(By.CSS_SELECTOR, "#layers tbody tr").get_attribute("data-index")
+    assert int(first) == max(res.report.layers, key=lambda r: r.cycles).index
+    shot = tmp_path / "viewer.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10000
+    if os.environ.get("NPU_SIM_ARTIFACTS"):            # CI keeps the screenshot
+        Path(os.environ["NPU_SIM_ARTIFACTS"]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(os.environ["NPU_SIM_ARTIFACTS"]) / "viewer.png")
+    print(f"viewer screenshot: {shot}")
