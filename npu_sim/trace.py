@@ -2,8 +2,8 @@
 
 Opens in ui.perfetto.dev and chrome://tracing, or with `npu-sim view` (npu_sim/viewer.py).
 
-One thread per engine (dma0.., mac, vector, host) holds one "X" slice per command; an async
-"layers" track shows each layer's span; "s"/"f" flow events draw one arrow per dependency;
+One thread per engine (dma0.., mac, vector, host) holds one "X" slice per command; "layers"
+threads above them show each layer's span (overlapping layers on separate rows); "s"/"f" flow events draw one arrow per dependency;
 "C" counters give each external memory's bandwidth, on-chip buffer occupancy and MAC utilization.
 Timestamps are µs at the config's clock; args carry exact cycles. Events are written one by one
 as they are generated, so memory stays bounded by the program, not by the JSON.
@@ -264,6 +264,20 @@ def _command_args(cmd, program, sim, tiles, prev_end) -> dict:
     return args
 
 
+def _pack(layers) -> list[int]:
+    """A row per layer such that layers overlapping in time (pipelining) share no row."""
+    ends: list[int] = []
+    rows = []
+    for r in layers:
+        if not r.commands:
+            rows.append(-1)
+            continue
+        k = next((k for k, e in enumerate(ends) if e <= r.start), len(ends))
+        ends[k:k + 1] = [r.end]
+        rows.append(k)
+    return rows
+
+
 class _Writer:
     def __init__(self, f):
         self.f, self.n = f, 0
@@ -297,7 +311,10 @@ def _write(f, program, config, sim, report, coarse):
         return round(float(cycles) / clock, 4)
 
     engines = engine_order(sim.engines)
-    tid = {e: i + 1 for i, e in enumerate(engines)}
+    rows = _pack(report.layers)
+    n_rows = max(rows, default=-1) + 1
+    # Layer rows first, then the engines: tid order is track order in Perfetto.
+    tid = {e: n_rows + i + 1 for i, e in enumerate(engines)}
     other = {"generator": "npu-sim", "model": report.model, "config": report.config,
              "clock_mhz": clock, "cycles": sim.cycles, "coarse": coarse,
              "macs_per_cycle": config.mac_array.macs_per_cycle, "onchip_bytes": config.sram.size,
@@ -309,18 +326,19 @@ def _write(f, program, config, sim, report, coarse):
     emit = _Writer(f)
     emit({"ph": "M", "name": "process_name", "pid": PID,
           "args": {"name": f"npu-sim: {report.model} on {report.config}"}})
-    for e in engines:
-        emit({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid[e], "args": {"name": e}})
-        emit({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid[e],
-              "args": {"sort_index": tid[e]}})
-    for r in report.layers:                  # async: overlapping layers stack in their own rows
-        if r.commands:
-            common = {"cat": "layer", "name": r.name, "pid": PID, "tid": 0, "id": r.index}
-            emit({"ph": "b", "ts": us(r.start), **common,
+    names = [(k + 1, "layers" + (f" {k + 1}" if k else "")) for k in range(n_rows)]
+    for t, name in names + [(tid[e], e) for e in engines]:
+        emit({"ph": "M", "name": "thread_name", "pid": PID, "tid": t, "args": {"name": name}})
+        emit({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": t,
+              "args": {"sort_index": t}})
+    for r, row in zip(report.layers, rows):
+        if row >= 0:
+            emit({"ph": "X", "name": r.name, "cat": "layer", "pid": PID, "tid": row + 1,
+                  "ts": us(r.start), "dur": round(us(r.end) - us(r.start), 4),
                   "args": {"layer": r.index, "ops": "+".join(r.ops), "unit": r.unit,
                            "start_cycle": r.start, "end_cycle": r.end, "cycles": r.cycles,
-                           "macs": r.macs, "mac_utilization": round(r.mac_utilization, 4)}})
-            emit({"ph": "e", "ts": us(r.end), **common})
+                           "macs": r.macs, "mac_utilization": round(r.mac_utilization, 4),
+                           "commands": r.commands}})
     slice_of = (_CoarseSlices if coarse else _command_slices)(program, sim, engines)
     where = {}                                # command id -> (tid, slice mid-point), for flows
     for eng, key, s, e, name, cat, args in slice_of:

@@ -50,6 +50,12 @@ def compact(trace: dict) -> dict:
         ph, args = ev.get("ph"), ev.get("args") or {}
         if ph == "M" and ev.get("name") == "thread_name":
             threads[ev.get("tid")] = str(args.get("name", ev.get("tid")))
+        elif ph == "X" and ev.get("cat") == "layer":          # the layer rows
+            li = int(args.get("layer", len(layers)))
+            row = layers.setdefault(li, {"index": li})
+            row.update(name=str(ev.get("name", "")), ops=args.get("ops", ""),
+                       unit=args.get("unit", ""), start=args.get("start_cycle"),
+                       end=args.get("end_cycle"), macs=args.get("macs"))
         elif ph == "X":
             s = args.get("start_cycle", cyc(ev.get("ts", 0)))
             e = args.get("end_cycle", cyc(ev.get("ts", 0) + ev.get("dur", 0)))
@@ -59,7 +65,7 @@ def compact(trace: dict) -> dict:
                          int(args.get("layer", -1)),
                          {k: v for k, v in args.items() if k not in _DROP}))
             li = int(args.get("layer", -1))
-            if li >= 0 and li not in layers:          # fallback if no layer track
+            if li >= 0 and li not in layers:          # in case the trace has no layer rows
                 layers[li] = {"index": li, "name": args.get("layer_name", f"layer {li}"),
                               "ops": args.get("ops", ""), "unit": "", "start": None, "end": None}
             if li >= 0:
@@ -69,12 +75,6 @@ def compact(trace: dict) -> dict:
                 row["bytes"] = row.get("bytes", 0) + int(args.get("bytes", 0))
                 row["commands"] = row.get("commands", 0) + int(args.get("commands", 1))
                 row["_macs"] = row.get("_macs", 0) + int(args.get("macs", 0))
-        elif ph == "b" and ev.get("cat") == "layer":
-            li = int(args.get("layer", ev.get("id", len(layers))))
-            row = layers.setdefault(li, {"index": li})
-            row.update(name=str(ev.get("name", "")), ops=args.get("ops", ""),
-                       unit=args.get("unit", ""), start=args.get("start_cycle"),
-                       end=args.get("end_cycle"), macs=args.get("macs"))
         elif ph == "C":
             for unit, v in args.items():
                 s = series.setdefault((ev.get("name", ""), unit), ([], []))
