@@ -1,0 +1,126 @@
+"""One design point on one network: timing-only simulation -> a flat, JSON-able result row.
+
+This is the function worker processes (local or Dask) run. It must never raise for a bad
+point: configs that are invalid or cannot hold the network come back as status "infeasible"
+with the reason, and anything unexpected as status "error", so the sweep goes on.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import time
+import urllib.parse
+from pathlib import Path
+
+import yaml
+
+from isa.errors import ModelError, NpuSimError
+
+from .. import api
+from ..area import area_mm2
+from ..config import HardwareConfig
+
+# Row fields, in CSV column order (overrides and area parts are nested in JSON lines).
+METRIC_FIELDS = ("cycles", "latency_ms", "energy_uj", "power_mw", "area_mm2", "edp",
+                 "throughput_per_mm2", "mac_utilization")
+
+
+def parse_zoo(spec: str) -> tuple[str, dict]:
+    """'zoo:resnet?resolution=56&depth=10' -> ('resnet', {'resolution': 56, 'depth': 10})."""
+    name, _, query = spec[len("zoo:"):].partition("?")
+    kwargs = {}
+    for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
+        kwargs[k] = yaml.safe_load(v) if v else v  # '56' -> 56, '0.5' -> 0.5, 'double' stays text
+    return name, kwargs
+
+
+@functools.lru_cache(maxsize=16)
+def network_bytes(spec: str) -> bytes:
+    """The TOSA flatbuffer for a network spec; cached per process (zoo builds take a moment)."""
+    if spec == "default":
+        spec = str(api.default_model())
+    if spec.startswith("zoo:"):
+        from .. import zoo
+        try:
+            name, kwargs = parse_zoo(spec)
+            return zoo.build(name, **kwargs)[0]
+        except (ValueError, TypeError) as exc:  # unknown network or keyword
+            raise ModelError(f"{spec}: cannot build zoo network ({exc})") from None
+    try:
+        return Path(spec).read_bytes()
+    except OSError as exc:
+        raise ModelError(f"{spec}: cannot read ({exc.strerror or exc})") from None
+
+
+def network_id(spec: str) -> str:
+    """Content hash: a rebuilt zoo network or an edited file is a different point."""
+    return hashlib.sha256(network_bytes(spec)).hexdigest()[:16]
+
+
+def point_key(base: HardwareConfig, net_id: str, overrides: dict) -> str:
+    text = json.dumps({"base": base.fingerprint(), "network": net_id, "overrides": overrides},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def design_key(base: HardwareConfig, overrides: dict) -> str:
+    return point_key(base, "", overrides)
+
+
+def _network_name(spec: str) -> str:
+    return spec if spec == "default" or spec.startswith("zoo:") else Path(spec).name
+
+
+@functools.lru_cache(maxsize=4)
+def _load_base(base: str) -> HardwareConfig:
+    return api.load_config(base)
+
+
+def evaluate_point(base: str | HardwareConfig, overrides: dict, network: str = "default") -> dict:
+    """Compile and timing-simulate `network` on `base` with dotted-key `overrides`.
+
+    network: "default" (embedded MobileNetV2), "zoo:NAME?arg=value&..." or a .tosa path.
+    Returns a row: key, network, overrides, status ("ok" | "infeasible" | "error"), error,
+    metrics (METRIC_FIELDS; None where unknown), area breakdown and wall seconds.
+    """
+    t0 = time.perf_counter()
+    cfg0 = base if isinstance(base, HardwareConfig) else _load_base(base)
+    overrides = dict(overrides)
+    row = {"key": None, "design": design_key(cfg0, overrides), "network": _network_name(network),
+           "overrides": overrides, "status": "ok", "error": None, **dict.fromkeys(METRIC_FIELDS), "area": None}
+    try:
+        row["key"] = point_key(cfg0, network_id(network), overrides)
+        cfg = cfg0.with_overrides(overrides)
+        if cfg.area is not None:  # known even when the network does not fit
+            row["area"] = area_mm2(cfg)
+            row["area_mm2"] = row["area"]["total"]
+        from compiler.loader import load_bytes
+        graph = load_bytes(network_bytes(network), network)
+        rep = api.simulate(api.compile_model(graph, cfg), cfg, timing_only=True).report
+        row.update(cycles=rep.cycles, latency_ms=rep.seconds * 1e3, energy_uj=rep.energy_uj["total"],
+                   power_mw=rep.average_power_mw, mac_utilization=rep.mac_utilization)
+        row["edp"] = row["energy_uj"] * row["latency_ms"]
+        if row["area_mm2"]:
+            row["throughput_per_mm2"] = 1.0 / rep.seconds / row["area_mm2"]
+    except NpuSimError as exc:  # invalid config, does not fit, unsupported...: a fact about the point
+        row.update(status="infeasible", error=f"{exc.kind}: {' '.join(str(exc).split())}")
+        if isinstance(exc, ModelError) and row["key"] is None:
+            row["status"] = "error"  # the network itself is unreadable: not this design's fault
+    except Exception as exc:  # a simulator bug must not end a long sweep; resume retries it
+        row.update(status="error", error=f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:500])
+    row["wall_s"] = round(time.perf_counter() - t0, 3)
+    return row
+
+
+def evaluate_task(base: HardwareConfig, overrides: dict, network: str, key: str) -> dict:
+    """Worker entry point: like evaluate_point, but the row keeps the key the runner expects."""
+    row = evaluate_point(base, overrides, network)
+    if row["key"] not in (None, key):  # the worker read or built different bytes than the runner
+        row.update(status="error", error=f"{network}: the worker's copy of the network differs from the runner's")
+    row["key"] = key
+    return row
+
+
+__all__ = ["evaluate_point", "evaluate_task", "point_key", "design_key", "network_id", "network_bytes",
+           "parse_zoo", "METRIC_FIELDS"]
