@@ -31,6 +31,10 @@ def _bar(start: int, end: int, total: int, width: int, glyph: dict) -> str:
     return "".join(cells)
 
 
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if x >= 10 else f"{x:.3g}"
+
+
 def _time(cycles: float, clock_mhz: float) -> str:
     us = cycles / clock_mhz
     return f"{us / 1e3:.3g} ms" if us >= 1e3 else f"{us:.3g} us"
@@ -51,7 +55,7 @@ def render_timeline(report, columns: int | None = None, unicode: bool | None = N
     nw = max(6, min(nw, room - 20))                 # narrow terminals shorten names first
     width = max(10, room - nw)
     head = f"timeline: {report.model} on {report.config}, {total:,} cycles, " \
-           f"1 column = {total / width:,.0f} cycles"[:max(columns - 1, 20)]
+           f"1 column = {_num(total / width)} cycles"[:max(columns - 1, 20)]
     left, mid, right = "0", _time(total / 2, report.clock_mhz), _time(total, report.clock_mhz)
     axis = left + mid.center(width - len(left) - len(right)) + right
     out = [head, f"{'':>{iw}} {'layer':<{nw}}  {axis}  {'cycles':>{cw}}",

@@ -62,10 +62,11 @@ def test_one_track_per_present_engine_and_one_slice_per_command(run, trace):
         assert a["port_wait"] >= 0 and a["tile"]["n"] < a["tile"]["of"]
     convs = [e["args"] for e in slices if e["name"] == "CONV2D"]
     assert all(a["macs"] > 0 for a in convs)
-    # the stem's input rows are loaded tile by tile: their origins walk down the image
-    rows = [e["args"]["tile"]["at"][1] for e in slices
-            if e["name"] == "LOAD" and e["args"]["layer"] == 0 and e["args"]["bytes"] > 10000]
-    assert rows == sorted(rows) and rows[-1] > rows[0]
+    # the image is loaded tile by tile: the tiles' origins walk down its rows
+    lo, hi = program.inputs[0].view.footprint()
+    rows = [e["args"]["tile"]["at"][1] for e in slices if e["name"] == "LOAD"
+            and e["args"]["layer"] == 0 and lo <= program.commands[e["args"]["id"]].src.addr < hi]
+    assert rows[0] == 0 and rows == sorted(rows) and rows[-1] > rows[0]
 
 
 def test_one_flow_arrow_per_dependency(run, trace):
@@ -152,6 +153,25 @@ def test_timeline_one_line_per_layer_within_width(run):
     bar_starts = [row.index("#") for row in rows if "#" in row]
     assert bar_starts[0] < bar_starts[-1]               # later layers sit further right
     assert rows[0].split()[-1] == f"{report.layers[0].cycles:,}"
+
+
+def test_host_engine_gets_its_own_track(tmp_path):
+    from oracle import DType, GraphBuilder
+    g = GraphBuilder()
+    vals, idx = g.tensor((1, 4, 3), DType.INT8), g.tensor((1, 5), DType.INT32)
+    g.op("GATHER", [vals, idx], [g.output((1, 5, 3), DType.INT8)])
+    (tmp_path / "gather.tosa").write_bytes(g.serialize())
+    cfg = api.load_config("default")
+    program = api.compile_model(tmp_path / "gather.tosa", cfg)
+    res = api.simulate(program, cfg, timing_only=True)
+    write_trace(tmp_path / "t.json", program, cfg, res.sim, res.report)
+    t = json.loads((tmp_path / "t.json").read_text())
+    engines = [e["args"]["name"] for e in _events(t, "M") if e["name"] == "thread_name"
+               and not e["args"]["name"].startswith("layers")]
+    assert engines == ["host"]
+    (cmd,) = [e for e in _events(t, "X") if e["cat"] == "host"]
+    assert cmd["name"] == "GATHER" and all("dram[" in m for m in cmd["args"]["mem"])
+    assert "1 column = " in render_timeline(res.report, 80)
 
 
 def _cli(*args):

@@ -51,6 +51,25 @@ def test_compact_form_keeps_every_slice_layer_and_counter(traced):
     assert data["meta"]["cycles"] == res.report.cycles
 
 
+def test_compact_form_of_a_coarse_trace(traced, tmp_path):
+    _, program, res = traced
+    write_trace(tmp_path / "c.json", program, api.load_config("default"), res.sim, res.report,
+                coarse=True)
+    data = compact(load_trace(tmp_path / "c.json"))
+    assert data["meta"]["coarse"] and len(data["layers"]) == len(program.layers)
+    assert sum(r["commands"] for r in data["layers"]) == len(program.commands)
+    assert sum(len(lane["s"]) for lane in data["lanes"]) < len(program.commands)
+
+
+def test_view_open_uses_the_web_browser(traced, tmp_path, monkeypatch):
+    from npu_sim import cli
+    opened = []
+    monkeypatch.setattr("webbrowser.open", opened.append)
+    shutil.copy(traced[0], tmp_path / "t.json")
+    assert cli.main(["view", str(tmp_path / "t.json"), "--open"]) == 0
+    assert opened == [(tmp_path / "t.html").resolve().as_uri()]
+
+
 def test_html_is_self_contained(traced):
     path, _, _ = traced
     text = render_html(compact(load_trace(path)))
