@@ -176,6 +176,14 @@ class OpContext:
                                   op=self.op.describe(), tensor=tensor,
                                   rule=f"LEVEL {lv.name}: {what} <= {limit}")
 
+    def level_size(self, nbytes: int, what: str, tensor: str = "") -> None:
+        """The byte size of a tensor must be representable in tensor_size_t (MAX_LOG2_SIZE)."""
+        lv = self.cfg.level
+        if nbytes > (1 << lv.MAX_LOG2_SIZE) - 1:
+            raise ValidationError(f"{what} holds {nbytes} bytes, more than tensor_size_t represents at "
+                                  f"level {lv.name} (2^{lv.MAX_LOG2_SIZE} - 1)", op=self.op.describe(),
+                                  tensor=tensor, rule=f"LEVEL {lv.name}: tensor size in bytes < 2^MAX_LOG2_SIZE")
+
     # ---- operands ------------------------------------------------------------------------
     def name(self, arg: str) -> str:
         return self.args[arg]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .context import ELEMENT_BYTES, OpContext, fmt_shape
-from .spec import MAX, MAX_1, TOSA_1_1, TYPE_VARS, Arg
+from .spec import MAX, MAX_1, TOSA_1_1, TYPE_VARS
 
 
 def _operands(ctx: OpContext, with_outputs: bool = True):
@@ -193,8 +193,6 @@ def check_shapes(ctx: OpContext) -> None:
 
 
 def check_sizes(ctx: OpContext) -> None:
-    lv = ctx.cfg.level
-    limit = (1 << lv.MAX_LOG2_SIZE) - 1
     for arg, name, _ in _operands(ctx):
         tensor = ctx.graph.tensors[name]
         if tensor.dtype == "shape":
@@ -204,18 +202,8 @@ def check_sizes(ctx: OpContext) -> None:
                 ctx.fail_require(f"{arg.name} '{name}' has shape {fmt_shape(tensor.shape)}: "
                                  f"dimension {i} is {d}; tensor dimensions must be >= 1",
                                  "1 <= shape[i]", name)
-        nbytes = int(np.prod([int(d) for d in tensor.shape], dtype=object)) * ELEMENT_BYTES.get(tensor.dtype, 1)
-        if nbytes > limit:
-            raise_level_size(ctx, arg, name, nbytes, limit)
-
-
-def raise_level_size(ctx: OpContext, arg: Arg, name: str, nbytes: int, limit: int):
-    from isa.errors import ValidationError
-    lv = ctx.cfg.level
-    raise ValidationError(f"{arg.name} '{name}' holds {nbytes} bytes, more than tensor_size_t can "
-                          f"represent at level {lv.name} (2^{lv.MAX_LOG2_SIZE} - 1)",
-                          op=ctx.op.describe(), tensor=name,
-                          rule=f"LEVEL {lv.name}: tensor size in bytes < 2^MAX_LOG2_SIZE")
+        elements = int(np.prod([int(d) for d in tensor.shape], dtype=object))
+        ctx.level_size(elements * ELEMENT_BYTES.get(tensor.dtype, 1), f"{arg.name} '{name}'", name)
 
 
 def run(ctx: OpContext) -> None:

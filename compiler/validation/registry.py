@@ -68,13 +68,14 @@ def exact_output(ctx: OpContext, out_sym: str, actual: int, numerator: int, divi
                  formula: str, divisor_name: str) -> None:
     """ERROR_IF(O != idiv_check(numerator, divisor) + 1) with a readable message."""
     cond = f"{out_sym} != idiv_check({formula}, {divisor_name}) + 1"
+    what = {"OH": "height", "OW": "width", "OD": "depth"}.get(out_sym, out_sym)
     if c_mod(numerator, divisor) != 0:
-        ctx.fail(f"({formula}) = {numerator} is not a multiple of {divisor_name} = {divisor}, so "
-                 f"{out_sym} is not an integer", cond, ctx.output())
+        ctx.fail(f"output {what} is not an integer: ({formula}) = {numerator} is not a multiple of "
+                 f"{divisor_name} = {divisor}", cond, ctx.output())
     expected = c_div(numerator, divisor) + 1
     if actual != expected:
-        ctx.fail(f"output {out_sym} is {actual} but ({formula})/{divisor_name}+1 = {expected}", cond,
-                 ctx.output())
+        ctx.fail(f"output {what} {actual} does not equal ({formula})/{divisor_name}+1 = {expected}",
+                 cond, ctx.output())
 
 
 def no_extra_rules(ctx: OpContext) -> None:

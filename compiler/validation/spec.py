@@ -14,7 +14,7 @@ Shape templates:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 MAX = None          # rank bound: the level's MAX_RANK
 MAX_1 = "MAX-1"     # rank bound: MAX_RANK - 1
