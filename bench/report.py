@@ -38,7 +38,8 @@ def goals(results: dict) -> list[dict]:
     out.append({"goal": "full run on MobileNetV2-224 at most as long as the reference model's "
                         "process",
                 "target": f"ratio <= {FULL_VS_REF_GOAL}",
-                "measured": (f"default {_f(r)}" + (f" ({others})" if others else "")
+                "measured": (f"default {_f(r)} (CPU-time ratio {_f(c.get('full_vs_ref_cpu'))})"
+                             + (f"; {others}" if others else "")
                              + (f"; bit-exact: {c.get('bit_exact')}" if c else ""))
                 if c else "not measured",
                 "met": None if r is None else r <= FULL_VS_REF_GOAL})
@@ -48,8 +49,8 @@ def goals(results: dict) -> list[dict]:
     vals = [v for v in ratios.values() if v is not None]
     out.append({"goal": "timing-only on MobileNetV2-224 vs Vela's wall time",
                 "target": f"ratio <= {TIMING_VS_VELA_GOAL} (every config)",
-                "measured": ", ".join(f"{k} {_f(v)}" for k, v in ratios.items()) or
-                "not measured",
+                "measured": ", ".join(f"{k} {_f(v)} (CPU {_f(cc[k].get('timing_only_vs_vela_cpu'))})"
+                                      for k, v in ratios.items()) or "not measured",
                 "met": (all(v <= TIMING_VS_VELA_GOAL for v in vals) and len(vals) == len(ratios))
                 if vals else None})
 
@@ -79,11 +80,12 @@ def goals(results: dict) -> list[dict]:
     sc = results.get("scaling") or {}
     slope = ((sc.get("loglog_slope") or {}).get("default") or {})
     s_net, s_raw = slope.get("full_net"), slope.get("full")
-    s_to = slope.get("timing_only_net")
+    s_cpu = slope.get("full_cpu_net")
     out.append({"goal": "wall time grows no faster than linearly in MACs (default, full run)",
                 "target": "log-log slope of (wall - start-up) vs MACs <= 1",
                 "measured": (f"slope {_f(s_net)} net of {_f(sc.get('startup_wall_s'))} s "
-                             f"start-up (raw wall {_f(s_raw)}; timing-only net {_f(s_to)})")
+                             f"start-up (raw wall {_f(s_raw)}; CPU time net of start-up "
+                             f"{_f(s_cpu)})")
                 if s_net is not None else "not measured (needs >= 2 networks)",
                 "met": None if s_net is None else s_net <= 1.0})
 
@@ -122,7 +124,7 @@ def header(results) -> list[str]:
         f"- npu-sim {m.get('npu_sim')} at commit {m.get('git_commit')}"
         + (f" plus {len(dirty)} uncommitted file(s) in the work tree" if dirty else ""),
         f"- `{s['command_line']}`: {s['reps']} repetition(s), interleaved; medians; "
-        (f"OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = MKL_NUM_THREADS = {s['threads']} for "
+        + (f"OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = MKL_NUM_THREADS = {s['threads']} for "
          f"every process" if s["threads"] > 0 else "thread variables left unset"),
         f"- each command timed as a whole process under {_meas(s)}",
         f"- load average (1/5/15 min) at start {la.get('start')}, at end {la.get('end')}"
@@ -190,14 +192,15 @@ def markdown(results: dict) -> str:
 
     L += ["", "## 1. Full run vs the TOSA reference model", "",
           "| network | config | npu-sim full s (min-max) | CPU s | ref s (min-max) | CPU s "
-          "| ref native s | full/ref | full/native | bit-exact | npu-sim MiB | ref MiB |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "| ref native s | full/ref | CPU full/ref | full/native | bit-exact | npu-sim MiB "
+          "| ref MiB |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, r in results["networks"].items():
         for cfg, c in r["configs"].items():
             full, ref, nat = (c.get(k) or {} for k in ("full", "ref", "ref_native"))
             L.append(f"| {key} | {cfg} | {_rng(full)} | {_f(full.get('cpu_s'))} | {_rng(ref)} "
                      f"| {_f(ref.get('cpu_s'))} | {_f(nat.get('wall_s'))} "
-                     f"| {_f(c.get('full_vs_ref'))} | {_f(c.get('full_vs_ref_native'))} "
+                     f"| {_f(c.get('full_vs_ref'))} | {_f(c.get('full_vs_ref_cpu'))} "
+                     f"| {_f(c.get('full_vs_ref_native'))} "
                      f"| {_exact(c)} | {_f(full.get('peak_rss_mib'), '{:.0f}')} "
                      f"| {_f(ref.get('peak_rss_mib'), '{:.0f}')} |")
     errs = [(k, cfg, e) for k, r in results["networks"].items()
@@ -211,15 +214,17 @@ def markdown(results: dict) -> str:
         L += ["", "Failed commands:", ""] + [f"- {k} {cfg}: `{_one(e)}`" for k, cfg, e in errs]
 
     L += ["", "## 2. Timing-only vs Vela", "",
-          "| network | config | timing-only s (min-max) | Vela s (min-max) | ratio "
-          "| timing-only MiB | Vela MiB |", "|---|---|---|---|---|---|---|"]
+          "| network | config | timing-only s (min-max) | CPU s | Vela s (min-max) | CPU s "
+          "| ratio | CPU ratio | timing-only MiB | Vela MiB |",
+          "|---|---|---|---|---|---|---|---|---|---|"]
     for key, r in results["networks"].items():
         v = r.get("vela") or {}
         vt = v.get("time") or {}
         for cfg, c in r["configs"].items():
             to = c.get("timing_only") or {}
-            L.append(f"| {key} | {cfg} | {_rng(to)} | {_rng(vt)} "
-                     f"| {_f(c.get('timing_only_vs_vela'))} "
+            L.append(f"| {key} | {cfg} | {_rng(to)} | {_f(to.get('cpu_s'))} | {_rng(vt)} "
+                     f"| {_f(vt.get('cpu_s'))} | {_f(c.get('timing_only_vs_vela'))} "
+                     f"| {_f(c.get('timing_only_vs_vela_cpu'))} "
                      f"| {_f(to.get('peak_rss_mib'), '{:.0f}')} "
                      f"| {_f(vt.get('peak_rss_mib'), '{:.0f}')} |")
     verr = [(k, r["vela"]["error"]) for k, r in results["networks"].items()
@@ -274,26 +279,35 @@ def markdown(results: dict) -> str:
 
     sc = results.get("scaling") or {}
     L += ["", "## 5. Scaling", "",
-          f"Start-up (`npu-sim --help`, imports only): {_f(sc.get('startup_wall_s'))} s, "
+          f"Start-up (`npu-sim --help`, imports only): {_f(sc.get('startup_wall_s'))} s wall, "
+          f"{_f(sc.get('startup_cpu_s'))} s CPU, "
           f"{_f(sc.get('startup_peak_mib'), '{:.0f}')} MiB. *net* subtracts it.", "",
-          "| network | config | MACs | model MiB | full ms/MMAC | net | timing-only ms/MMAC "
-          "| net | full peak MiB | peak / model | net peak / model |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "| network | config | MACs | model MiB | full ms/MMAC | net | CPU | timing-only "
+          "ms/MMAC | net | CPU | full peak MiB | peak / model | net peak / model |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in sc.get("rows", []):
         L.append(f"| {row['network']} | {row['config']} | {row['macs']:,} "
                  f"| {row['model_bytes'] / 2 ** 20:.2f} | {_f(row.get('full_ms_per_mmac'))} "
                  f"| {_f(row.get('full_net_ms_per_mmac'))} "
+                 f"| {_f(row.get('full_cpu_ms_per_mmac'))} "
                  f"| {_f(row.get('timing_only_ms_per_mmac'))} "
                  f"| {_f(row.get('timing_only_net_ms_per_mmac'))} "
+                 f"| {_f(row.get('timing_only_cpu_ms_per_mmac'))} "
                  f"| {_f(row.get('full_peak_mib'), '{:.0f}')} "
                  f"| {_f(row.get('full_peak_over_model'), '{:.1f}')} "
                  f"| {_f(row.get('full_net_peak_over_model'), '{:.1f}')} |")
     slopes = sc.get("loglog_slope") or {}
     if slopes:
-        L += ["", "Log-log slope of wall time vs MACs across the networks (1 = linear): " +
-              "; ".join(f"{cfg}: full {_f(s.get('full'))} (net {_f(s.get('full_net'))}), "
-                        f"timing-only {_f(s.get('timing_only'))} "
-                        f"(net {_f(s.get('timing_only_net'))})" for cfg, s in slopes.items())]
+        L += ["", "Log-log slope of time vs MACs across the networks (1 = linear; *net* = "
+              "minus the start-up's median; a small slope mostly says that start-up and "
+              "per-operator costs dominate the small networks):", "",
+              "| config | full wall | net | full CPU | net | timing-only wall | net "
+              "| timing-only CPU | net |", "|---|---|---|---|---|---|---|---|---|"]
+        for cfg, s in slopes.items():
+            L.append(f"| {cfg} | " + " | ".join(
+                _f(s.get(k)) for k in ("full", "full_net", "full_cpu", "full_cpu_net",
+                                       "timing_only", "timing_only_net", "timing_only_cpu",
+                                       "timing_only_cpu_net")) + " |")
     return "\n".join(L) + "\n"
 
 

@@ -311,12 +311,13 @@ class Bench:
             errors = [f"{k}: {s.stderr_tail}" for k, v in samples[cfg].items() for s in v
                       if s.rc != 0]
             c["errors"] = sorted(set(errors))
-            w = lambda k: (c[k] or {}).get("wall_s")   # noqa: E731
-            c["full_vs_ref"] = measure.ratio(w("full"), w("ref"))
-            c["full_vs_ref_native"] = measure.ratio(w("full"), w("ref_native"))
-            c["timing_only_vs_vela"] = measure.ratio(w("timing_only"),
-                                                     ((vela or {}).get("time") or {})
-                                                     .get("wall_s"))
+            vt = (vela or {}).get("time") or {}
+            for what, suffix in (("wall_s", ""), ("cpu_s", "_cpu")):
+                w = lambda k: (c[k] or {}).get(what)   # noqa: E731
+                c["full_vs_ref" + suffix] = measure.ratio(w("full"), w("ref"))
+                c["full_vs_ref_native" + suffix] = measure.ratio(w("full"), w("ref_native"))
+                c["timing_only_vs_vela" + suffix] = measure.ratio(w("timing_only"),
+                                                                  vt.get(what))
             d = self.runs / net.key / cfg
             full_rep = summarize_report(d / "full.json") if c["full"] else None
             timing_rep = summarize_report(d / "timing.json") if c["timing_only"] else None
@@ -335,7 +336,8 @@ class Bench:
 
 def scaling(results: dict, startup: dict | None) -> dict:
     """Wall time per million MACs and peak memory vs model size, per network and config."""
-    base_wall = (startup or {}).get("wall_s") or 0.0
+    base = {"wall_s": (startup or {}).get("wall_s") or 0.0,
+            "cpu_s": (startup or {}).get("cpu_s") or 0.0}
     base_rss = (startup or {}).get("peak_rss_mib") or 0.0
     rows = []
     for key, r in results["networks"].items():
@@ -344,32 +346,35 @@ def scaling(results: dict, startup: dict | None) -> dict:
             if not macs:
                 continue
             mm = macs / 1e6
-            full, to = c.get("full") or {}, c.get("timing_only") or {}
             row = {"network": key, "config": cfg, "macs": macs, "model_bytes": r["size_bytes"]}
-            for k, s in (("full", full), ("timing_only", to)):
-                if s.get("wall_s") is not None:
-                    row[f"{k}_wall_s"] = s["wall_s"]
-                    row[f"{k}_ms_per_mmac"] = 1000 * s["wall_s"] / mm
-                    row[f"{k}_net_ms_per_mmac"] = 1000 * max(s["wall_s"] - base_wall, 0) / mm
-                    row[f"{k}_peak_mib"] = s["peak_rss_mib"]
-                    row[f"{k}_peak_over_model"] = s["peak_rss_mib"] * 2 ** 20 / r["size_bytes"]
-                    row[f"{k}_net_peak_over_model"] = (max(s["peak_rss_mib"] - base_rss, 0)
-                                                       * 2 ** 20 / r["size_bytes"])
+            for k in ("full", "timing_only"):
+                s = c.get(k) or {}
+                if s.get("wall_s") is None:
+                    continue
+                row[f"{k}_wall_s"] = s["wall_s"]
+                row[f"{k}_cpu_s"] = s["cpu_s"]
+                row[f"{k}_ms_per_mmac"] = 1000 * s["wall_s"] / mm
+                row[f"{k}_net_ms_per_mmac"] = 1000 * max(s["wall_s"] - base["wall_s"], 0) / mm
+                row[f"{k}_cpu_ms_per_mmac"] = 1000 * s["cpu_s"] / mm
+                row[f"{k}_peak_mib"] = s["peak_rss_mib"]
+                row[f"{k}_peak_over_model"] = s["peak_rss_mib"] * 2 ** 20 / r["size_bytes"]
+                row[f"{k}_net_peak_over_model"] = (max(s["peak_rss_mib"] - base_rss, 0)
+                                                   * 2 ** 20 / r["size_bytes"])
             rows.append(row)
     slopes = {}
-    for cfg in {row["config"] for row in rows}:
+    for cfg in dict.fromkeys(row["config"] for row in rows):
         for k in ("full", "timing_only"):
-            pts = [(row["macs"], row[f"{k}_wall_s"] - base_wall) for row in rows
-                   if row["config"] == cfg and row.get(f"{k}_wall_s") is not None]
-            pts = [(m, w) for m, w in pts if m > 0 and w > 0]
-            raw = [(row["macs"], row[f"{k}_wall_s"]) for row in rows
-                   if row["config"] == cfg and row.get(f"{k}_wall_s") is not None]
-            if len(pts) >= 2:
-                slopes.setdefault(cfg, {})[f"{k}_net"] = _loglog_slope(pts)
-            if len(raw) >= 2:
-                slopes.setdefault(cfg, {})[k] = _loglog_slope(raw)
-    return {"startup_wall_s": base_wall, "startup_peak_mib": base_rss, "rows": rows,
-            "loglog_slope": slopes}
+            for what, tag in (("wall_s", ""), ("cpu_s", "_cpu")):
+                col = f"{k}_{what.split('_')[0]}_s"
+                got = [(row["macs"], row[col]) for row in rows
+                       if row["config"] == cfg and row.get(col) is not None]
+                net = [(m, t - base[what]) for m, t in got if t - base[what] > 0]
+                if len(got) >= 2:
+                    slopes.setdefault(cfg, {})[k + tag] = _loglog_slope(got)
+                if len(net) >= 2:
+                    slopes.setdefault(cfg, {})[f"{k}{tag}_net"] = _loglog_slope(net)
+    return {"startup_wall_s": base["wall_s"], "startup_cpu_s": base["cpu_s"],
+            "startup_peak_mib": base_rss, "rows": rows, "loglog_slope": slopes}
 
 
 def _loglog_slope(pts):
