@@ -142,8 +142,8 @@ def _meas(s):
 
 
 def summary_table(results) -> list[str]:
-    lines = ["| network | config | full / ref (s) | ratio | bit-exact | timing-only / Vela (s) "
-             "| ratio | cycles | / roofline | MAC util | / Vela cycles | peak MiB |",
+    lines = ["| network | config | full / ref (s) | ratio (CPU) | bit-exact "
+             "| timing-only / Vela (s) | ratio (CPU) | cycles | / roofline | MAC util | / Vela cycles | peak MiB |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, r in results["networks"].items():
         for cfg, c in r["configs"].items():
@@ -154,9 +154,9 @@ def summary_table(results) -> list[str]:
             cyc = rep.get("cycles")
             lines.append(
                 f"| {key} | {cfg} | {_f(full.get('wall_s'))} / {_f(ref.get('wall_s'))} "
-                f"| {_f(c.get('full_vs_ref'))} | {_exact(c)} "
+                f"| {_f(c.get('full_vs_ref'))} ({_f(c.get('full_vs_ref_cpu'))}) | {_exact(c)} "
                 f"| {_f(to.get('wall_s'))} / {_f(vt.get('wall_s'))} "
-                f"| {_f(c.get('timing_only_vs_vela'))} "
+                f"| {_f(c.get('timing_only_vs_vela'))} ({_f(c.get('timing_only_vs_vela_cpu'))}) "
                 f"| {_f(cyc, '{:,}')} | {_f(rep.get('roofline_ratio'))} "
                 f"| {_f(rep.get('mac_utilization'), '{:.1%}')} "
                 f"| {_f(c.get('cycles_vs_vela'), '{:.2f}', '')} "
@@ -187,6 +187,8 @@ def markdown(results: dict) -> str:
           "output (plus timing and energy); *ref* = `tosa_reference_model` through "
           "tosa-tools' console script; *timing-only* = `npu-sim run --timing-only`; *Vela* = "
           "`vela --accelerator-config ethos-u55-256` (independent of our config). "
+          "Ratios are of medians; *(CPU)* is the same ratio of user + system CPU time, "
+          "steadier than wall time on a busy machine. "
           "*/ Vela cycles* is our cycles over Vela's `cycles_total`, on edge-256 only.", ""]
     L += summary_table(results)
 
@@ -324,6 +326,10 @@ def _one(text):
 
 def readme_block(results, md_path: Path) -> str:
     L = [README_BEGIN, ""] + header(results) + [""] + goals_table(results) + [""]
+    L += ["Medians of whole-process wall times; *(CPU)*: the same ratio of CPU time. *full*: "
+          "`npu-sim run`; *ref*: `tosa_reference_model`; *timing-only*: `npu-sim run "
+          "--timing-only`; *Vela*: `vela --accelerator-config ethos-u55-256`; */ Vela cycles*: "
+          "our edge-256 cycles over Vela's `cycles_total`.", ""]
     L += summary_table(results)
     L += ["", f"Full tables (per-layer roofline, Vela's estimate, scaling): "
               f"[{md_path.name}](bench/results/{md_path.name}).", "", README_END]
