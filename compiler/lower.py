@@ -103,8 +103,7 @@ class Lowering:
                     bufs = addr[opnd.role]
                     dst = dense(ONCHIP, bufs[k % len(bufs)], [n for _, n in box], opnd.dtype)
                     kind = "const" if self.g.tensors[opnd.tensor].is_const else "act"
-                    self.em.copy(self.p.view(opnd.tensor, box, opnd.dtype), dst,
-                                 self._channel(kind))
+                    self._load(opnd, box, dst, current.get(opnd.role), self._channel(kind))
                     loads[opnd.role] = k + 1
                     current[opnd.role] = (box, dst)
                 views[opnd.role] = current[opnd.role][1]
@@ -113,6 +112,31 @@ class Lowering:
             pending = (tile, views)
         emit(*pending)
         return plan.n_tiles
+
+    def _load(self, opnd, box, dst: TensorView, previous, channel: int):
+        """Load a box into dst. When the previous box of this operand overlaps it along one
+        dimension (the halo of consecutive row tiles), the overlap is copied on chip from the
+        previous buffer and only the new part crosses the external memory."""
+        overlap = _overlap(previous[0], box) if previous is not None else None
+        if overlap is None:
+            self.em.copy(self.p.view(opnd.tensor, box, opnd.dtype), dst, channel)
+            return
+        axis, lo, hi = overlap                      # rows [lo, hi) are already on chip
+        prev_box, prev_view = previous
+        start = box[axis][0]
+
+        def window(view, first, count):
+            return TensorView(view.mem, view.addr + first * view.strides[axis],
+                              view.shape[:axis] + (count,) + view.shape[axis + 1:],
+                              view.strides, view.dtype)
+
+        self.em.copy(window(prev_view, lo - prev_box[axis][0], hi - lo),
+                     window(dst, lo - start, hi - lo), channel)
+        end = start + box[axis][1]
+        if hi < end:
+            rest = box[:axis] + ((hi, end - hi),) + box[axis + 1:]
+            self.em.copy(self.p.view(opnd.tensor, rest, opnd.dtype), window(dst, hi - start, end - hi),
+                         channel)
 
     def _data_movement(self, step: Step):
         g, p, op = self.g, self.p, step.main
@@ -169,3 +193,16 @@ class Lowering:
         for k, v in op.attrs.items():
             attrs[k] = list(v) if isinstance(v, tuple) else v
         self.em.compute("host", "host", inputs, outputs, attrs)
+
+
+def _overlap(prev, box):
+    """(axis, lo, hi) when two boxes differ only along one axis, the new one starting inside the
+    old one and extending it; None otherwise."""
+    differing = [i for i, (a, b) in enumerate(zip(prev, box)) if a != b]
+    if len(differing) != 1:
+        return None
+    axis = differing[0]
+    (p0, pn), (b0, bn) = prev[axis], box[axis]
+    if not (p0 < b0 < p0 + pn <= b0 + bn):
+        return None
+    return axis, b0, p0 + pn
