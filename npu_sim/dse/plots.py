@@ -23,9 +23,14 @@ def _plt():
     return plt
 
 
+_NAMES = {"latency_ms": "latency", "energy_uj": "energy", "power_mw": "average power", "area_mm2": "area",
+          "edp": "energy-delay product", "throughput_per_mm2": "throughput per mm²", "mac_utilization": "MAC utilization"}
+
+
 def _label(metric: str) -> str:
     unit = METRICS[metric][1]
-    return f"{metric.replace('_', ' ')} ({unit})" if unit else metric.replace("_", " ")
+    name = _NAMES.get(metric, metric)
+    return f"{name} ({unit})" if unit else name
 
 
 def _save(fig, plot_dir: Path, stem: str) -> list[Path]:
@@ -45,7 +50,7 @@ def _colours(n: int):
 def _grid(n: int, plt, width=4.6, height=3.6):
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig, axs = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    fig, axs = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, layout="constrained")
     for ax in axs.flat[n:]:
         ax.set_visible(False)
     return fig, list(axs.flat[:n])
