@@ -61,9 +61,11 @@ class CostModel:
         return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(cycles)), ports)
 
     def _sram_cycles(self, cmd: Compute) -> int:
+        """A compute engine streams its operands from all banks at once (they sit in
+        different banks), so its bound is the aggregate bandwidth of the buffer."""
         moved = sum(v.nbytes for v in cmd.inputs.values()) + sum(
             v.nbytes for v in cmd.outputs.values())
-        return math.ceil(moved / self.cfg.sram.bytes_per_cycle)
+        return math.ceil(moved / (self.cfg.sram.bytes_per_cycle * self.cfg.sram.banks))
 
     def _mac(self, cmd: Compute) -> Cost:
         arr = self.cfg.mac_array

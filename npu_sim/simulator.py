@@ -74,14 +74,20 @@ class Machine:
             simpy.Resource(env, capacity=1) for _ in self.program.memories]
 
         def engine(cmds):
+            busy_from = 0          # when the previous command on this engine began its work
             for cmd in cmds:
                 for d in cmd.deps:
                     if not done[d].processed:
                         yield done[d]
                 c = costs[cmd.id]
                 start[cmd.id] = env.now
-                if c.setup:
-                    yield env.timeout(c.setup)
+                # Setup and latency overlap the previous command's work (descriptors are
+                # prefetched, requests pipelined) once this command's inputs are ready.
+                ready = max((int(end[d]) for d in cmd.deps), default=0)
+                hidden = env.now - max(ready, busy_from)
+                if c.setup > hidden:
+                    yield env.timeout(c.setup - max(hidden, 0))
+                busy_from = env.now
                 # Long transfers hold the ports burst by burst, so concurrent transfers share
                 # the bandwidth instead of queueing behind each other whole.
                 bursts = min(MAX_BURSTS, max(1, c.busy // BURST_CYCLES)) if c.ports else 1
