@@ -3,10 +3,11 @@
 Opens in ui.perfetto.dev and chrome://tracing, or with `npu-sim view` (npu_sim/viewer.py).
 
 One thread per engine (dma0.., mac, vector, host) holds one "X" slice per command; "layers"
-threads above them show each layer's span (overlapping layers on separate rows); "s"/"f" flow events draw one arrow per dependency;
-"C" counters give each external memory's bandwidth, on-chip buffer occupancy and MAC utilization.
-Timestamps are µs at the config's clock; args carry exact cycles. Events are written one by one
-as they are generated, so memory stays bounded by the program, not by the JSON.
+threads above them hold each layer's span (overlapping layers on separate rows); "s"/"f" flow
+events draw one arrow per dependency; "C" counters give each external memory's bandwidth,
+on-chip buffer occupancy and MAC utilization. Timestamps are µs at the config's clock; args
+carry exact cycles. Events are written one by one as they are generated, so memory stays
+bounded by the program, not by the JSON.
 
 Everything is derived from what the run already has (Program, SimResult, Report):
 - a command moves its bytes / does its MACs after its setup, during [start + setup, end]: the
