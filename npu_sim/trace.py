@@ -10,10 +10,11 @@ carry exact cycles. Events are written one by one as they are generated, so memo
 bounded by the program, not by the JSON.
 
 Everything is derived from what the run already has (Program, SimResult, Report):
-- a command moves its bytes / does its MACs after its setup, during [start + setup, end]: the
-  machine holds ports burst by burst and does not record when, so a counter spreads each
-  command's bytes (MACs) evenly over that window, and bandwidth is capped at the memory's peak
-  (port_wait in a slice's args says how long it queued for a port another engine held);
+- a command spends `busy` cycles of its slice holding its ports (moving its bytes, doing its
+  MACs); the rest (its `stall`) is setup and latency the engine could not hide behind the
+  previous command, and queueing for a port another engine held. The machine does not record
+  when each burst ran, so a counter spreads a command's bytes (MACs) evenly over
+  [min(start + setup, end - busy), end], and bandwidth is capped at the memory's peak;
 - on-chip occupancy counts the bytes a command writes to the buffer from its start until the
   last command that reads them ends (reads and writes resolved in program order, as the
   compiler derives dependencies).
@@ -202,7 +203,9 @@ def occupancy_intervals(program, sim):
 def counters(program, config, sim):
     """(name, unit, times in cycles, values) of every counter track."""
     clock = config.clock_mhz
-    on = sim.start + np.array([c.setup for c in sim.costs], dtype=np.int64)
+    setup = np.array([c.setup for c in sim.costs], dtype=np.int64)
+    busy = np.array([c.busy for c in sim.costs], dtype=np.int64)
+    on = np.maximum(sim.start, np.minimum(sim.start + setup, sim.end - busy))
     span = np.maximum(sim.end - on, 1)
     per_mem: dict[int, tuple[list, list]] = {}
     for cmd in program.commands:
@@ -246,9 +249,10 @@ def _layer_args(program, index: int) -> dict:
 def _command_args(cmd, program, sim, tiles, prev_end) -> dict:
     s, e, c = int(sim.start[cmd.id]), int(sim.end[cmd.id]), sim.costs[cmd.id]
     args = {"id": cmd.id, **_layer_args(program, cmd.layer), "start_cycle": s, "end_cycle": e,
-            "cycles": e - s, "setup": c.setup, "busy": c.busy,
-            # port_wait: cycles spent queueing for a memory port another engine held
-            "port_wait": e - s - c.setup - c.busy, "tile": tiles.of(cmd)}
+            "cycles": e - s, "busy": c.busy, "stall": e - s - c.busy,
+            # setup may hide behind the previous command; the stall beyond it queued for a port
+            "setup": c.setup, "port_wait": max(0, e - s - c.busy - c.setup),
+            "tile": tiles.of(cmd)}
     if s > prev_end:                                # the engine sat idle waiting for a dependency
         args["idle_before"] = s - prev_end
         if cmd.deps:

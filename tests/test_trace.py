@@ -59,7 +59,8 @@ def test_one_track_per_present_engine_and_one_slice_per_command(run, trace):
                                           abs=2e-4)
         assert a["layer_name"] == program.layers[cmd.layer].name and a["ops"]
         assert a["mem"] and all("[0x" in m for m in a["mem"]) and a["bytes"] > 0
-        assert a["port_wait"] >= 0 and a["tile"]["n"] < a["tile"]["of"]
+        assert a["cycles"] == a["busy"] + a["stall"] and 0 <= a["port_wait"] <= a["stall"]
+        assert a["tile"]["n"] < a["tile"]["of"]
     convs = [e["args"] for e in slices if e["name"] == "CONV2D"]
     assert all(a["macs"] > 0 for a in convs)
     # the image is loaded tile by tile: the tiles' origins walk down its rows
