@@ -43,6 +43,7 @@ import machine  # noqa: E402
 import measure  # noqa: E402
 import networks  # noqa: E402
 import report  # noqa: E402
+import source  # noqa: E402
 
 CONFIGS = ("default", "edge-256", "large-8k")
 VELA_ACCEL = "ethos-u55-256"
@@ -65,6 +66,11 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=1,
                    help="OPENBLAS_NUM_THREADS = OMP_NUM_THREADS = MKL_NUM_THREADS for every "
                         "timed process (default 1; 0 leaves them unset)")
+    p.add_argument("--rev", default="HEAD",
+                   help="measure this committed revision of npu-sim, exported with git archive "
+                        "into the cache and put first on npu-sim's PYTHONPATH (default HEAD)")
+    p.add_argument("--worktree", action="store_true",
+                   help="measure the live work tree (uncommitted edits included) instead")
     p.add_argument("--seed", type=int, default=0, help="seed of the int8 input data")
     p.add_argument("--no-vela", action="store_true", help="skip Vela")
     p.add_argument("--cache-dir", type=Path, default=BENCH / ".cache")
@@ -167,7 +173,8 @@ def parse_vela(out_dir: Path, stem: str, stdout: str) -> dict:
 class Bench:
     def __init__(self, args):
         self.args = args
-        self.env = measure.child_env(args.threads)
+        self.env = measure.child_env(args.threads)     # every timed process
+        self.sim_env = self.env                          # npu-sim's (+ PYTHONPATH)
         self.npu_sim = measure.find_tool("npu-sim")
         self.ref = measure.find_tool("tosa_reference_model")
         self.ref_native = native_ref_binary()
@@ -176,9 +183,10 @@ class Bench:
         self.step = 0
         self.total_steps = 0
 
-    def timed(self, label: str, cmd: list[str], log_base: Path) -> measure.Sample:
+    def timed(self, label: str, cmd: list[str], log_base: Path, sim=False) -> measure.Sample:
         self.step += 1
-        s = measure.run(cmd, self.env, self.args.cache_dir, log_base, self.args.timeout)
+        s = measure.run(cmd, self.sim_env if sim else self.env, self.args.cache_dir, log_base,
+                        self.args.timeout)
         status = "ok" if s.rc == 0 else f"FAILED (exit {s.rc})"
         log(f"  [{self.step}/{self.total_steps}] {label}: {s.wall_s:.2f} s wall, "
             f"{s.cpu_s:.2f} s CPU, {s.maxrss_kib / 1024:.0f} MiB peak  {status}")
@@ -195,8 +203,9 @@ class Bench:
         for t, f in zip(net.inputs, net.input_files):
             cmd += ["--input", f"{t.name}={f}"]
         cmd += ["--output-dir", str(out_dir), "--report", str(d / "full.json")]
-        s = self.timed(f"{net.key} {cfg} rep {rep} npu-sim full run", cmd, d / "full")
+        s = self.timed(f"{net.key} {cfg} rep {rep} npu-sim full run", cmd, d / "full", sim=True)
         s.extra["out_dir"] = str(out_dir)
+        s.extra["cycles"] = _cycles(d / "full.json") if s.rc == 0 else None
         return s
 
     def ref_cmd(self, exe, net, out_dir):
@@ -223,7 +232,10 @@ class Bench:
         d = self.runs / net.key / cfg
         cmd = [self.npu_sim, "run", str(net.tosa), "--config", cfg, "--timing-only",
                "--report", str(d / "timing.json")]
-        return self.timed(f"{net.key} {cfg} rep {rep} npu-sim --timing-only", cmd, d / "timing")
+        s = self.timed(f"{net.key} {cfg} rep {rep} npu-sim --timing-only", cmd, d / "timing",
+                       sim=True)
+        s.extra["cycles"] = _cycles(d / "timing.json") if s.rc == 0 else None
+        return s
 
     def run_vela(self, net, rep):
         d = self.runs / net.key / "vela"
@@ -326,12 +338,23 @@ class Bench:
             c["timing_only_cycles"] = timing_rep["cycles"] if timing_rep else None
             c["cycles_consistent"] = (full_rep["cycles"] == timing_rep["cycles"]
                                       if full_rep and timing_rep else None)
+            per_rep = {k: [s.extra.get("cycles") for s in samples[cfg][k] if s.rc == 0]
+                       for k in ("full", "timing_only")}
+            c["cycles_per_rep"] = per_rep
+            c["cycles_stable"] = len({x for v in per_rep.values() for x in v}) <= 1
             est = (vela or {}).get("estimate") or {}
             if cfg == EDGE_CONFIG and rep_ and est.get("cycles_total"):
                 c["vela_cycles_total"] = est["cycles_total"]
                 c["cycles_vs_vela"] = rep_["cycles"] / est["cycles_total"]
             res["configs"][cfg] = c
         return res
+
+
+def _cycles(report_json: Path):
+    try:
+        return json.loads(report_json.read_text()).get("cycles")
+    except (OSError, ValueError):
+        return None
 
 
 def scaling(results: dict, startup: dict | None) -> dict:
@@ -408,6 +431,21 @@ def main(argv=None) -> int:
     load0 = machine.loadavg()
     log(f"machine: {mach['cpu_model']}, {mach['cores']} cores, Python {mach['python']}, "
         f"numpy {mach['numpy']}, load average {load0}")
+    args.cache_dir.mkdir(parents=True, exist_ok=True)
+    if args.worktree:
+        src = {"mode": "worktree", "path": str(REPO), "commit": mach.get("git_commit"),
+               "uncommitted_files": mach.get("git_dirty_files")}
+        src_root = REPO
+    else:
+        sha, src_root = source.snapshot(REPO, args.rev, args.cache_dir)
+        bench.sim_env = source.use(src_root, bench.env)
+        src = {"mode": "snapshot", "rev": args.rev, "commit": sha, "path": str(src_root)}
+    src["imports_from"] = source.check(bench.sim_env, args.cache_dir)
+    if not src["imports_from"].startswith(str(src_root)):
+        raise SystemExit(f"bench: npu-sim would import npu_sim from {src['imports_from']}, "
+                         f"not {src_root}")
+    src["fingerprint_start"] = source.fingerprint(src_root)
+    log(f"npu-sim source: {src['mode']} at {src['commit'][:12]} ({src_root})")
     log("preparing networks ...")
     prepared = [networks.prepare(k, args.cache_dir, args.seed, log) for k in nets]
 
@@ -419,10 +457,11 @@ def main(argv=None) -> int:
         f"{fl.maxrss_kib / 1024:.1f} MiB")
     log("start-up: npu-sim --help")
     startup = [bench.timed(f"npu-sim --help rep {i + 1}", [bench.npu_sim, "--help"],
-                           bench.runs / "startup") for i in range(reps)]
+                           bench.runs / "startup", sim=True) for i in range(reps)]
     results = {
         "date": started.isoformat(timespec="seconds"),
         "machine": mach,
+        "source": src,
         "settings": {
             "quick": args.quick, "reps": reps, "threads": args.threads, "seed": args.seed,
             "networks": nets, "configs": configs,
@@ -440,6 +479,10 @@ def main(argv=None) -> int:
         log(f"== {net.key}: {net.description}, {net.size_bytes:,} bytes")
         results["networks"][net.key] = bench.bench_network(net, configs, reps)
     results["load_average"] = {"start": load0, "end": machine.loadavg()}
+    src["fingerprint_end"] = source.fingerprint(src_root)
+    src["changed_during_run"] = src["fingerprint_end"] != src["fingerprint_start"]
+    if src["changed_during_run"]:
+        log("WARNING: npu-sim's sources changed during the run: results mix code versions")
     results["elapsed_s"] = round(time.perf_counter() - t_start, 1)
     results["scaling"] = scaling(results, results["startup"]["time"])
     results["goals"] = report.goals(results)
