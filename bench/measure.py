@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -105,12 +107,15 @@ def run(cmd: list[str], env: dict, cwd: Path, log_base: Path, timeout_s: float =
     with open(f"{log_base}.out", "wb") as out, open(f"{log_base}.err", "wb") as err:
         t0 = time.perf_counter()
         p = subprocess.Popen(_wrap(cmd, rusage_file), env=env, cwd=cwd, stdout=out, stderr=err,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, start_new_session=True)
+        # a blocking wait: Popen.wait(timeout=...) polls with sleeps of up to 50 ms, which
+        # would quantize the wall time; a timer thread enforces the timeout instead
+        killer = threading.Timer(timeout_s, _kill_group, (p,))
+        killer.start()
         try:
-            rc = p.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            p.kill()
             rc = p.wait()
+        finally:
+            killer.cancel()
         wall = time.perf_counter() - t0
     got = _parse(rusage_file)
     if got is None:
@@ -123,8 +128,16 @@ def run(cmd: list[str], env: dict, cwd: Path, log_base: Path, timeout_s: float =
         lines = Path(f"{log_base}.err").read_text(errors="replace").strip().splitlines()
         tail = "\n".join(lines[-5:]) if lines else f"(exit status {rc}, no stderr)"
         if got is None and wall >= timeout_s:
-            tail = f"killed after the {timeout_s:.0f} s timeout"
+            tail = f"killed after the {timeout_s:g} s timeout"
     return Sample(wall, cpu, rss, rc, tail)
+
+
+def _kill_group(p: subprocess.Popen):
+    """Kill the command and everything it started (it runs in its own session)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        p.kill()
 
 
 def floor(env: dict, cwd: Path, log_base: Path) -> Sample:
