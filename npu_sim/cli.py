@@ -18,7 +18,7 @@ from isa.errors import InputError, ModelError, NpuSimError
 EXIT_USAGE = 2
 # Further subcommands live in their own modules, each with add_parser(subparsers) that sets
 # `func` to a handler returning the exit status (errors raised as NpuSimError).
-SUBCOMMAND_MODULES: list[str] = ["npu_sim.viewer", "npu_sim.dse.cli"]
+SUBCOMMAND_MODULES: list[str] = ["npu_sim.viewer", "npu_sim.dse.cli", "npu_sim.conformance"]
 
 
 def _parse_inputs(pairs: list[str]) -> dict[str, np.ndarray]:

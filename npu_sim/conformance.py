@@ -1,0 +1,464 @@
+"""`npu-sim conformance PATH...`: run TOSA conformance test folders through npu-sim.
+
+A conformance test folder (as tosa_verif_build_tests / tosa_verif_conformance_generator write
+them with `--output-type binary`) holds `desc.json`, the graph (`test.tosa`) and its input data
+(`.npy`). Each test is loaded, validated and compiled for the chosen config and simulated on
+the bit-exact datapath; its outputs are written to `D/<test folder name>/<ofm_file>` with
+exactly the dtype the reference model writes (int48 as int64, bool as numpy bool).
+
+Statuses (one per test, in the JSON report and the per-operator summary):
+
+    pass      the graph ran; its outputs equal the expected ones bit for bit, or no expected
+              output was found (message "no expected output")
+    fail      outputs differ; or an expected-failure (ERROR_IF) test was accepted; or a valid
+              test was refused (the message gives the reason)
+    refused   an expected-failure test was rejected (NpuSimError from load/validate/compile/
+              run): the right answer for ERROR_IF tests
+    error     an internal error (a bug: any other exception)
+    skipped   the test needs a profile or extension the config does not enable
+
+Expected outputs, in order of preference: `--expected-dir E` (E/<test name>/<ofm_file>), the
+desc's `expected_result_file` list, `<ofm_file>` or `ref-<ofm_file>` in the test folder, or
+the reference results Arm's runner leaves (`<stem>.runner.tosa_refmodel_compliance_sut_run.npy`).
+Outputs must match bit for bit, except under the RESCALE_INEXACT compliance mode
+(EXT-INEXACTROUND), where they must lie within the bounds the reference model's compliance run
+writes next to the expected output (`bounds_<file>`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from isa.errors import InputError, NpuSimError
+
+STATUSES = ("pass", "fail", "refused", "error", "skipped")
+REF_RUNNER_SUFFIX = ".runner.tosa_refmodel_compliance_sut_run"
+
+# storage dtype of each TOSA dtype in .npy files, as the reference model writes them
+NPY_DTYPE = {"BOOL": np.bool_, "INT4": np.int8, "INT8": np.int8, "INT16": np.int16,
+             "INT32": np.int32, "INT48": np.int64, "SHAPE": np.int64}
+
+
+@dataclass
+class TestResult:
+    test: str                     # the test folder
+    status: str                   # one of STATUSES
+    message: str = ""
+    operator: str = ""
+    expected_failure: bool = False
+    seconds: float = 0.0
+    cycles: int | None = None
+    npu_ops: int | None = None
+    host_ops: int | None = None
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+# --------------------------------------------------------------------------------------------
+# discovery and descriptors
+# --------------------------------------------------------------------------------------------
+
+def find_tests(paths) -> list[Path]:
+    """Every folder holding a desc.json, at or below each path (sorted, deduplicated)."""
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise InputError(f"{p}: no such file or directory")
+        if p.is_file():
+            if p.name in ("desc.json", "desc_binary.json"):
+                p = p.parent
+            else:
+                raise InputError(f"{p}: expected a conformance test folder (with desc.json) or a "
+                                 "folder of such folders")
+        if (p / "desc.json").is_file():
+            dirs = [p]
+        else:
+            dirs = sorted({d.parent for d in p.rglob("desc.json")})
+        for d in dirs:
+            key = d.resolve()
+            if key not in seen:
+                seen.add(key)
+                found.append(d)
+    return found
+
+
+def load_desc(test_dir: Path) -> dict:
+    """desc.json, or desc_binary.json when the graph in desc.json is in JSON form."""
+    desc = json.loads((test_dir / "desc.json").read_text())
+    if str(desc.get("tosa_file", "")).endswith(".json") and (test_dir / "desc_binary.json").is_file():
+        desc = json.loads((test_dir / "desc_binary.json").read_text())
+    return desc
+
+
+def operator_of(desc: dict, test_dir: Path) -> str:
+    op = desc.get("test_details", {}).get("operator")
+    if op:
+        return str(op).upper()
+    return test_dir.name.split("_")[0].upper()
+
+
+def _norm_ext(name: str) -> str:
+    name = str(name).strip().upper()
+    if name.startswith("TOSA-"):
+        name = name[5:]
+    return name if name.startswith("EXT-") else "EXT-" + name
+
+
+def unsupported_requirement(desc: dict, config) -> str | None:
+    """Why the config cannot run this test (profile/extension not enabled), or None."""
+    req = desc.get("test_requirements", {})
+    profiles = [str(p).upper().removeprefix("TOSA-") for p in req.get("profiles_supported", [])]
+    if profiles and config.tosa.profile not in profiles:
+        return f"needs profile {' or '.join(profiles)}; the config implements {config.tosa.profile}"
+    enabled = {_norm_ext(e) for e in config.tosa.extensions}
+    missing = [e for e in (_norm_ext(x) for x in req.get("extensions_required", [])) if e not in enabled]
+    if missing:
+        return f"needs extension {', '.join(missing)}, which config '{config.name}' does not enable"
+    return None
+
+
+def expected_files(test_dir: Path, desc: dict, expected_dir: Path | None) -> list[Path] | None:
+    """The expected output of every ofm, or None when they are not all available."""
+    ofm = list(desc.get("ofm_file", []))
+    candidates = []
+    if expected_dir is not None:
+        candidates.append([Path(expected_dir) / test_dir.name / f for f in ofm])
+    if desc.get("expected_result_file"):
+        candidates.append([test_dir / f for f in desc["expected_result_file"]])
+    candidates.append([test_dir / f for f in ofm])
+    candidates.append([test_dir / f"ref-{f}" for f in ofm])
+    candidates.append([test_dir / f"{Path(f).stem}{REF_RUNNER_SUFFIX}{Path(f).suffix}" for f in ofm])
+    for files in candidates:
+        if files and all(f.is_file() for f in files):
+            return files
+    return None
+
+
+def _generate_input(desc: dict, name: str) -> np.ndarray:
+    """An input the folder does not hold, from its data_gen recipe (tosa-tools' data generator
+    library, as Arm's runner does)."""
+    try:
+        from conformance import model_files as cmf
+        from generator.datagenerator import GenerateLibrary
+    except ImportError as exc:  # pragma: no cover - tosa-tools layout change
+        raise InputError(f"input '{name}' is missing and tosa-tools' data generator is not "
+                         f"available ({exc})") from None
+    lib = cmf.find_tosa_file(cmf.TosaFileType.GENERATE_LIBRARY, None)
+    gen = GenerateLibrary(Path(lib))
+    gen.set_config(desc)
+    return gen.get_tensor_data(name)
+
+
+def read_inputs(test_dir: Path, desc: dict, graph) -> dict[str, np.ndarray]:
+    """Input arrays by graph input name, in the storage dtype of the graph's tensors."""
+    from compiler.ir import STORAGE
+    inputs = {}
+    for name, file in zip(desc.get("ifm_name", []), desc.get("ifm_file", [])):
+        path = test_dir / file
+        if path.is_file():
+            try:
+                value = np.load(path, allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise InputError(f"{path}: cannot read as .npy ({exc})") from None
+        elif "data_gen" in desc.get("meta", {}):
+            value = _generate_input(desc, name)
+        else:
+            raise InputError(f"{path}: input file missing")
+        tensor = graph.tensors.get(name)
+        if tensor is not None:
+            want = np.dtype(STORAGE[tensor.dtype])
+            if value.dtype != want:
+                if value.dtype.kind in "iub" and value.dtype.itemsize == want.itemsize:
+                    value = value.view(want)            # e.g. uint8 bit patterns for int8
+                else:
+                    value = value.astype(want)
+        inputs[name] = value
+    return inputs
+
+
+# --------------------------------------------------------------------------------------------
+# running one test
+# --------------------------------------------------------------------------------------------
+
+_CONFIGS: dict = {}
+
+
+def _config(spec: str | None, level: str | None):
+    from . import api
+    key = (spec, level)
+    if key not in _CONFIGS:
+        cfg = api.load_config(spec)
+        if level:
+            cfg = cfg.with_overrides({"tosa.level": level})
+        _CONFIGS[key] = cfg
+    return _CONFIGS[key]
+
+
+def _compliance(desc: dict, name: str) -> dict:
+    return desc.get("meta", {}).get("compliance", {}).get("tensors", {}).get(name, {})
+
+
+def _compare(actual: dict, expected: list[Path], desc: dict) -> tuple[str | None, str]:
+    """(None, how) when every output matches its expected array, else (what differs, "").
+
+    Integer compliance modes are EXACT (bit for bit, dtype and shape included) except
+    RESCALE_INEXACT (EXT-INEXACTROUND): there the reference model's compliance run writes the
+    lowest allowed value as the result and the highest as `bounds_<ofm_file>`, and any value in
+    between conforms, as tosa_verify checks it."""
+    problems, how = [], "bit-exact"
+    for name, path in zip(desc.get("ofm_name", []), expected):
+        want = np.load(path, allow_pickle=False)
+        got = actual.get(name)
+        if got is None:
+            problems.append(f"{name}: not produced")
+            continue
+        if got.dtype != want.dtype:
+            problems.append(f"{name}: dtype {got.dtype}, expected {want.dtype}")
+            continue
+        if got.shape != want.shape:
+            problems.append(f"{name}: shape {list(got.shape)}, expected {list(want.shape)}")
+            continue
+        info = _compliance(desc, name)
+        bounds = path.with_name(f"bounds_{path.name}")
+        if info.get("mode") == "RESCALE_INEXACT" and bounds.is_file():
+            hi = np.load(bounds, allow_pickle=False)
+            lo, g = want, got
+            if info.get("rescale_inexact_info", {}).get("unsigned_data"):
+                udt = np.dtype(f"u{want.dtype.itemsize}")
+                lo, hi, g = lo.view(udt), hi.view(udt), g.view(udt)
+            diff = (g < lo) | (g > hi)
+            if diff.any():
+                idx = tuple(int(i) for i in np.argwhere(diff)[0])
+                problems.append(f"{name}: {int(diff.sum())} of {diff.size} values outside the "
+                                f"RESCALE_INEXACT bounds (first at {list(idx)}: {g[idx]!r}, allowed "
+                                f"{lo[idx]!r}..{hi[idx]!r})")
+            elif (got != want).any():
+                how = "within RESCALE_INEXACT bounds"
+            continue
+        diff = got != want
+        if diff.any():
+            idx = tuple(int(i) for i in np.argwhere(diff)[0])
+            problems.append(f"{name}: {int(diff.sum())} of {diff.size} values differ (first at "
+                            f"{list(idx)}: {got[idx]!r}, expected {want[idx]!r})")
+    return ("; ".join(problems) or None), how
+
+
+def _write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, file in zip(desc.get("ofm_name", []), desc.get("ofm_file", [])):
+        if name in outputs:
+            tmp = out_dir / f".{file}.part"
+            with open(tmp, "wb") as f:
+                np.save(f, outputs[name], allow_pickle=False)
+            os.replace(tmp, out_dir / file)
+
+
+def run_graph(test_dir: Path, desc: dict, config):
+    """Load, validate, compile and simulate one test. Returns the api.RunResult.
+    Raises NpuSimError when npu-sim refuses the graph or its inputs."""
+    from compiler.loader import load_bytes
+    from isa.errors import ModelError
+    from . import api
+    path = test_dir / desc["tosa_file"]
+    if path.suffix == ".json":
+        raise ModelError(f"{path}: the graph is in JSON form; generate the tests with "
+                         "--output-type binary (or convert them with tosa_verif_run_tests -b)")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read ({exc.strerror})") from None
+    graph = load_bytes(data, str(path))
+    inputs = read_inputs(test_dir, desc, graph)
+    program = api.compile_model(graph, config)
+    return api.simulate(program, config, inputs)
+
+
+def run_test(test_dir, config_spec: str | None = None, output_dir=None, expected_dir=None,
+             level: str | None = None) -> TestResult:
+    """Run one conformance test folder; never raises."""
+    test_dir = Path(test_dir)
+    t0 = time.perf_counter()
+    res = TestResult(str(test_dir), "error")
+    try:
+        desc = load_desc(test_dir)
+        res.operator = operator_of(desc, test_dir)
+        res.expected_failure = bool(desc.get("expected_failure", False))
+        config = _config(config_spec, level)
+        why = unsupported_requirement(desc, config)
+        if why:
+            res.status, res.message = "skipped", why
+            return res
+        try:
+            result = run_graph(test_dir, desc, config)
+        except NpuSimError as exc:
+            if res.expected_failure:
+                res.status, res.message = "refused", exc.one_line()
+            else:
+                res.status, res.message = "fail", f"refused a valid graph: {exc.one_line()}"
+            return res
+        rep = result.report
+        res.cycles = int(rep.cycles)
+        res.npu_ops, res.host_ops = rep.operators["npu"], rep.operators["host"]
+        if res.expected_failure:
+            what = desc.get("test_details", {}).get("ERRORIF") or desc.get("expected_failure_desc", "")
+            res.status = "fail"
+            res.message = f"expected the graph to be refused ({what}), but it ran"
+            return res
+        if output_dir is not None:
+            _write_outputs(result.outputs, desc, Path(output_dir) / test_dir.name)
+        expected = expected_files(test_dir, desc, expected_dir)
+        if expected is None:
+            res.status, res.message = "pass", "no expected output"
+            return res
+        problem, how = _compare(result.outputs, expected, desc)
+        res.status, res.message = ("fail", problem) if problem else ("pass", how)
+        return res
+    except Exception as exc:  # a bug in npu-sim (or an unreadable descriptor)
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+        res.status, res.message = "error", f"{type(exc).__name__}: {exc}{where}"
+        return res
+    finally:
+        res.seconds = round(time.perf_counter() - t0, 4)
+
+
+def _worker_init():
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+
+def _run_one(args):
+    return run_test(*args)
+
+
+def run_tests(tests, config_spec: str | None = None, output_dir=None, expected_dir=None,
+              jobs: int = 1, level: str | None = None, progress=None) -> list[TestResult]:
+    """Run test folders (in `jobs` worker processes); results in the order of `tests`."""
+    work = [(str(t), config_spec, output_dir, expected_dir, level) for t in tests]
+    _config(config_spec, level)          # a bad config fails here, once, as a ConfigError
+    results: list[TestResult] = []
+    if jobs <= 1 or len(work) <= 1:
+        for w in work:
+            results.append(_run_one(w))
+            if progress:
+                progress(results[-1], len(results), len(work))
+        return results
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init) as pool:
+        for r in pool.map(_run_one, work, chunksize=max(1, min(16, len(work) // (jobs * 8) or 1))):
+            results.append(r)
+            if progress:
+                progress(r, len(results), len(work))
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# summaries
+# --------------------------------------------------------------------------------------------
+
+def summarize(results) -> dict[str, dict[str, int]]:
+    """{operator: {status: count}} over results (TestResult or their JSON dicts)."""
+    table: dict[str, dict[str, int]] = {}
+    for r in results:
+        d = r.to_json() if isinstance(r, TestResult) else r
+        row = table.setdefault(d.get("operator") or "?", {s: 0 for s in STATUSES})
+        row[d["status"]] += 1
+    return dict(sorted(table.items()))
+
+
+def summary_table(results, markdown: bool = False) -> str:
+    table = summarize(results)
+    cols = ("passed", "refused", "failed", "errors", "skipped")
+    keys = {"passed": "pass", "refused": "refused", "failed": "fail", "errors": "error",
+            "skipped": "skipped"}
+    total = {c: sum(row[keys[c]] for row in table.values()) for c in cols}
+    width = max([len(op) for op in table] + [8])
+    lines = []
+    if markdown:
+        lines.append("| operator | " + " | ".join(cols) + " |")
+        lines.append("|---|" + "---:|" * len(cols))
+        for op, row in table.items():
+            lines.append(f"| {op} | " + " | ".join(str(row[keys[c]]) for c in cols) + " |")
+        lines.append("| **total** | " + " | ".join(f"**{total[c]}**" for c in cols) + " |")
+    else:
+        lines.append(f"{'operator':<{width}} " + " ".join(f"{c:>8}" for c in cols))
+        for op, row in table.items():
+            lines.append(f"{op:<{width}} " + " ".join(f"{row[keys[c]]:>8}" for c in cols))
+        lines.append(f"{'total':<{width}} " + " ".join(f"{total[c]:>8}" for c in cols))
+    return "\n".join(lines) + "\n"
+
+
+def ok(results) -> bool:
+    """True when every test passed (valid tests) or was refused (ERROR_IF tests), ignoring
+    skipped ones."""
+    for r in results:
+        d = r.to_json() if isinstance(r, TestResult) else r
+        if d["status"] in ("fail", "error"):
+            return False
+        if d["status"] == "refused" and not d.get("expected_failure", True):
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------------
+
+def cmd_conformance(args) -> int:
+    jobs = args.jobs or 1
+    if jobs < 1:
+        raise InputError(f"-j {jobs}: expected at least 1 worker process")
+    tests = find_tests(args.paths)
+    if not tests:
+        raise InputError(f"no conformance tests (folders with desc.json) under {' '.join(args.paths)}")
+    t0 = time.perf_counter()
+    show = sys.stderr.isatty() and not args.quiet
+    bad = []
+
+    def progress(r, done, total):
+        if r.status in ("fail", "error"):
+            bad.append(r)
+            if not args.quiet:
+                print(f"  {r.status.upper():7} {r.test}: {r.message}", file=sys.stderr)
+        if show:
+            print(f"\r  {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    results = run_tests(tests, args.config, args.output_dir, args.expected_dir, jobs, args.level,
+                        progress)
+    if show:
+        print(file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.to_json() for r in results], indent=1) + "\n")
+    sys.stdout.write(summary_table(results))
+    print(f"{len(results)} tests in {time.perf_counter() - t0:.1f} s"
+          + (f"; outputs in {args.output_dir}" if args.output_dir else ""))
+    return 0 if ok(results) else 1
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "conformance", help="run TOSA conformance test folders (desc.json + test.tosa + .npy)",
+        description="Run TOSA conformance tests: each PATH is a test folder or a folder of them "
+                    "(searched recursively). Exit status 0 when every valid test passes and every "
+                    "ERROR_IF test is refused, 1 otherwise, 2 on bad arguments.")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--config", help="preset name or YAML path (default: default, which enables "
+                   "every PRO-INT extension)")
+    p.add_argument("--level", choices=("8K", "none"), help="override the config's TOSA level")
+    p.add_argument("--output-dir", metavar="D", help="write outputs to D/<test name>/<ofm_file>")
+    p.add_argument("--expected-dir", metavar="E", help="expected outputs as E/<test name>/<ofm_file> "
+                   "(otherwise looked up in each test folder)")
+    p.add_argument("--json", metavar="R.json", help="write one {test, status, message, ...} per test")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("-q", "--quiet", action="store_true", help="do not list failures as they happen")
+    p.set_defaults(func=cmd_conformance)

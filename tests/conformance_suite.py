@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""TOSA 1.0 PRO-INT conformance for npu-sim: Arm's generator makes the tests, Arm's reference
+model the expected outputs, `npu-sim conformance` runs them.
+
+    python tests/conformance_suite.py --out DIR [-j N]            # the full suite
+    python tests/conformance_suite.py --out DIR --sample [-j N]   # the CI sample
+    python tests/conformance_suite.py --out DIR --ops conv2d,add  # some operators only
+
+Steps (each skipped when its output is already there, so a run can be resumed):
+1. generate:  the full suite is tosa_verif_conformance_generator (the official selection, its
+   default seed) for --profile tosa-pro-int and the extensions EXT-INT16, EXT-INT4,
+   EXT-DOUBLEROUND, EXT-INEXACTROUND (+ EXT-CONTROLFLOW with --controlflow), TOSA 1.0.2, binary
+   output, into DIR/tests. The sample is tosa_verif_build_tests driven in-process per operator
+   (tests/validate_cases/build_conformance.py) with a small selection: small shapes, one valid
+   test per type combination (and rounding/unsigned mode for RESCALE, mode for RESIZE), one
+   ERROR_IF test per kind, pinned seed.
+2. expected outputs: the reference model runs every valid test; its outputs go to
+   DIR/expected/<test name>/<ofm_file> (tests it calls UNPREDICTABLE or ERROR are listed in
+   DIR/expected/reference.json and reported).
+3. run: npu-sim conformance DIR/tests --expected-dir DIR/expected --json DIR/results.json;
+   the per-operator table goes to DIR/summary.md.
+
+Only this helper and the tests call the reference model; npu-sim itself never does.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+TOSA_VERSION = "1.0.2"
+PROFILE = "tosa-pro-int"
+EXTENSIONS = ("tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround", "tosa-ext-inexactround")
+CONTROLFLOW = "tosa-ext-controlflow"
+SAMPLE_SEED = 42
+
+# The generator's operator names: every operator of TOSA 1.0 PRO-INT (the issue's list).
+PRO_INT_OPS = (
+    "argmax", "avg_pool2d", "conv2d", "conv3d", "depthwise_conv2d", "matmul", "max_pool2d",
+    "transpose_conv2d", "clamp", "add", "sub", "mul", "arithmetic_right_shift", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "bitwise_not", "intdiv", "logical_and", "logical_or",
+    "logical_xor", "logical_not", "logical_left_shift", "logical_right_shift", "maximum",
+    "minimum", "table", "abs", "clz", "negate", "select", "equal", "greater", "greater_equal",
+    "reduce_all", "reduce_any", "reduce_max", "reduce_min", "reduce_sum", "concat", "pad",
+    "reshape", "reverse", "slice", "tile", "transpose", "gather", "scatter", "resize", "cast",
+    "rescale", "const", "identity")
+CONTROLFLOW_OPS = ("cond_if", "while_loop")
+# CONST_SHAPE has no generator tests of its own: every PAD, RESHAPE, SLICE, TILE and RESIZE
+# test feeds its shape operands from CONST_SHAPE.
+
+# Sample selection: one valid test per type combination, one ERROR_IF test per kind.
+SAMPLE_SELECTION = {"permutes": ["type"], "maximum": 1, "num_errorifs": 1, "groups": []}
+SAMPLE_PERMUTES = {
+    "rescale": ["type", "output_dtype", "rounding_mode", "input_unsigned", "output_unsigned",
+                "scale"],
+    "resize": ["type", "mode"],
+    "cast": ["type", "out_type"],
+    "arithmetic_right_shift": ["type", "round"],
+    "concat": ["type"],
+}
+SAMPLE_ARGS = ["--target-dtype", "bool", "int4", "int8", "int16", "int32", "int48",
+               "--no-special-tests", "--tensor-dim-range", "1,8"]
+BUILD_SCRIPT = HERE / "validate_cases" / "build_conformance.py"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def reference_binary() -> str:
+    """The native tosa_reference_model behind tosa-tools' Python shim (30x faster to start)."""
+    try:
+        f = Path(metadata.distribution("tosa-tools").locate_file("bin/tosa_reference_model"))
+        if f.is_file():
+            return str(f)
+    except metadata.PackageNotFoundError:
+        pass
+    return shutil.which("tosa_reference_model") or "tosa_reference_model"
+
+
+# --------------------------------------------------------------------------------------------
+# 1. generation
+# --------------------------------------------------------------------------------------------
+
+def _selection(op: str) -> dict:
+    sel = dict(SAMPLE_SELECTION)
+    if op in SAMPLE_PERMUTES:
+        sel["permutes"] = SAMPLE_PERMUTES[op]
+    return sel
+
+
+def generate_sample(out: Path, ops=PRO_INT_OPS, seed: int = SAMPLE_SEED, jobs: int = 2,
+                    extensions=EXTENSIONS) -> Path:
+    """tosa_verif_build_tests per operator, in `jobs` processes; tests land in out/part<i>/."""
+    out.mkdir(parents=True, exist_ok=True)
+    config = out / "selection.json"
+    config.write_text(json.dumps({op: {"selection": {"default": _selection(op)}} for op in ops}))
+    common = ["--profile", PROFILE, "--extension", *extensions, "--tosa-version", TOSA_VERSION,
+              "--test-type", "both", "--seed", str(seed), "--test-selection-config", str(config),
+              *SAMPLE_ARGS]
+    ops = list(ops)
+    procs = []
+    for i in range(max(1, min(jobs, len(ops)))):
+        part = ",".join(ops[i::jobs])
+        procs.append(subprocess.Popen(
+            [sys.executable, str(BUILD_SCRIPT), part, "-o", str(out / f"part{i}"), *common],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out))
+    failed = []
+    for proc in procs:
+        text, _ = proc.communicate()
+        if proc.returncode:
+            failed.append(text.decode(errors="replace")[-3000:])
+    if failed:
+        raise RuntimeError("test generation failed:\n" + "\n".join(failed))
+    return out
+
+
+def generate_full(out: Path, ops=None, jobs: int = 2, extensions=EXTENSIONS) -> Path:
+    """The official conformance selection (tosa_verif_conformance_generator, default seed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    build = out.parent / "build"
+    cmd = ["tosa_verif_conformance_generator", "--profile", PROFILE, "--extension", *extensions,
+           "--tosa-version", TOSA_VERSION, "--output-type", "binary", "--output-directory", str(out),
+           "--build-directory", str(build), "-j", str(jobs)]
+    for op in ops or PRO_INT_OPS:
+        log(f"generating {op} ...")
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd + ["--operators", op], capture_output=True, text=True, cwd=out.parent)
+        if proc.returncode:
+            raise RuntimeError(f"generating {op} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+        log(f"  {op}: {time.perf_counter() - t0:.0f} s")
+    shutil.rmtree(build, ignore_errors=True)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# 2. expected outputs
+# --------------------------------------------------------------------------------------------
+
+def reference_run(test_dir: Path, expected_dir: Path, binary: str | None = None) -> tuple[str, str]:
+    """Run one valid test on the reference model in compliance mode (--precise_mode=1, as Arm's
+    runner does); its outputs, and `bounds_<ofm_file>` for tests whose compliance mode needs
+    bounds (RESCALE_INEXACT), go to expected_dir/<test name>/.
+    Returns (status, message): status "ok", "unpredictable" or "error"."""
+    desc = json.loads((test_dir / "desc.json").read_text())
+    dest = expected_dir / test_dir.name
+    if all((dest / f).is_file() for f in desc["ofm_file"]):
+        return "ok", ""
+    missing = [f for f in desc["ifm_file"] if not (test_dir / f).is_file()]
+    if missing:           # lazily generated data: let tosa-tools' data generator write it
+        from conformance import model_files as cmf
+        from generator.datagenerator import GenerateLibrary
+        gen = GenerateLibrary(Path(cmf.find_tosa_file(cmf.TosaFileType.GENERATE_LIBRARY, None)))
+        gen.set_config(desc)
+        gen.write_numpy_files(test_dir)
+    tmp = expected_dir / f".{test_dir.name}.part"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    cmd = [binary or reference_binary(), "--test_desc", str(test_dir / "desc.json"),
+           "--output_dir", str(tmp), "--precise_mode=1", "--tosa_level", "EIGHTK"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=test_dir)
+    if proc.returncode != 0 or not all((tmp / f).is_file() for f in desc["ofm_file"]):
+        shutil.rmtree(tmp, ignore_errors=True)
+        kind = {1: "unpredictable"}.get(proc.returncode, "error")
+        text = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        return kind, f"tosa_reference_model exit {proc.returncode}: {' '.join(text[:3])[:400]}"
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+    return "ok", ""
+
+
+def reference_outputs(tests, expected_dir: Path, jobs: int = 2) -> dict[str, tuple[str, str]]:
+    """Expected outputs of every valid test (threads: the work is in the native binary)."""
+    expected_dir.mkdir(parents=True, exist_ok=True)
+    binary = reference_binary()
+    valid = [t for t in tests if not json.loads((t / "desc.json").read_text()).get("expected_failure")]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = list(pool.map(lambda t: reference_run(t, expected_dir, binary), valid))
+    status = {str(t): r for t, r in zip(valid, results)}
+    problems = {k: v for k, v in status.items() if v[0] != "ok"}
+    (expected_dir / "reference.json").write_text(json.dumps(problems, indent=1) + "\n")
+    return status
+
+
+# --------------------------------------------------------------------------------------------
+# 3. run through npu-sim
+# --------------------------------------------------------------------------------------------
+
+def run_npu_sim(tests_dir: Path, expected_dir: Path, results_json: Path, jobs: int,
+                config: str | None = None, output_dir: Path | None = None) -> list[dict]:
+    from npu_sim import conformance as conf
+    tests = conf.find_tests([tests_dir])
+    results = conf.run_tests(tests, config, output_dir, expected_dir, jobs)
+    rows = [r.to_json() for r in results]
+    results_json.write_text(json.dumps(rows, indent=1) + "\n")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, type=Path, help="working directory")
+    ap.add_argument("--sample", action="store_true", help="the small CI sample instead of the full suite")
+    ap.add_argument("--ops", help="comma-separated generator operator names (default: all of PRO-INT)")
+    ap.add_argument("--controlflow", action="store_true", help="also EXT-CONTROLFLOW (COND_IF, WHILE_LOOP)")
+    ap.add_argument("--seed", type=int, default=SAMPLE_SEED, help="sample seed (default 42)")
+    ap.add_argument("--config", help="npu-sim config (default: default)")
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--skip-generate", action="store_true", help="reuse DIR/tests as it is")
+    args = ap.parse_args(argv)
+    out = args.out.resolve()
+    ops = tuple(args.ops.split(",")) if args.ops else PRO_INT_OPS
+    exts = EXTENSIONS
+    if args.controlflow:
+        exts = EXTENSIONS + (CONTROLFLOW,)
+        if not args.ops:
+            ops = ops + CONTROLFLOW_OPS
+    tests_dir = out / "tests"
+    t0 = time.perf_counter()
+    if not args.skip_generate:
+        if args.sample:
+            generate_sample(tests_dir, ops, args.seed, args.jobs, exts)
+        else:
+            generate_full(tests_dir, ops, args.jobs, exts)
+    log(f"generated in {time.perf_counter() - t0:.0f} s")
+    from npu_sim import conformance as conf
+    tests = conf.find_tests([tests_dir])
+    t1 = time.perf_counter()
+    ref = reference_outputs(tests, out / "expected", args.jobs)
+    bad_ref = {k: v for k, v in ref.items() if v[0] != "ok"}
+    log(f"{len(ref)} reference runs in {time.perf_counter() - t1:.0f} s; "
+        f"{len(bad_ref)} without outputs (see expected/reference.json)")
+    t2 = time.perf_counter()
+    rows = run_npu_sim(tests_dir, out / "expected", out / "results.json", args.jobs, args.config)
+    log(f"{len(rows)} npu-sim runs in {time.perf_counter() - t2:.0f} s")
+    table = conf.summary_table(rows, markdown=True)
+    (out / "summary.md").write_text(table)
+    print(table)
+    for r in rows:
+        if r["status"] in ("fail", "error"):
+            print(f"{r['status'].upper()} {r['test']}: {r['message']}")
+    return 0 if conf.ok(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
