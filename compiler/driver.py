@@ -13,7 +13,7 @@ from .placement import Placement
 from .steps import Step, plan_steps, stage_table_name
 from .validate import validate
 
-RESIDENT_FRACTION = 0.75      # at most this share of the buffer holds resident tensors
+RESIDENT_FRACTION = 0.85      # at most this share of the buffer holds resident tensors
 
 
 def _out_channels(graph: Graph, step: Step) -> int:
