@@ -11,9 +11,9 @@ Steps (each skipped when its output is already there, so a run can be resumed):
    default seed) for --profile tosa-pro-int and the extensions EXT-INT16, EXT-INT4,
    EXT-DOUBLEROUND, EXT-INEXACTROUND (+ EXT-CONTROLFLOW with --controlflow), TOSA 1.0.2, binary
    output, into DIR/tests. The sample is tosa_verif_build_tests driven in-process per operator
-   (tests/validate_cases/build_conformance.py) with a small selection: small shapes, one valid
-   test per type combination (and rounding/unsigned mode for RESCALE, mode for RESIZE), one
-   ERROR_IF test per kind, pinned seed.
+   (tests/validate_cases/build_conformance.py) with the suite's own per-operator selection
+   criteria but small shapes (dimensions 1..8), at most 2 tests per permutation, one ERROR_IF
+   test per kind and a pinned seed (42).
 2. expected outputs: the reference model runs every valid test; its outputs go to
    DIR/expected/<test name>/<ofm_file> (tests it calls UNPREDICTABLE or ERROR are listed in
    DIR/expected/reference.json and reported).
@@ -60,16 +60,11 @@ CONTROLFLOW_OPS = ("cond_if", "while_loop")
 # CONST_SHAPE has no generator tests of its own: every PAD, RESHAPE, SLICE, TILE and RESIZE
 # test feeds its shape operands from CONST_SHAPE.
 
-# Sample selection: one valid test per type combination, one ERROR_IF test per kind.
-SAMPLE_SELECTION = {"permutes": ["type"], "maximum": 1, "num_errorifs": 1, "groups": []}
-SAMPLE_PERMUTES = {
-    "rescale": ["type", "output_dtype", "rounding_mode", "input_unsigned", "output_unsigned",
-                "scale"],
-    "resize": ["type", "mode"],
-    "cast": ["type", "out_type"],
-    "arithmetic_right_shift": ["type", "round"],
-    "concat": ["type"],
-}
+# Sample selection: the official per-operator selection criteria of the conformance suite
+# (conformance/cts-config_v1.0.json: which parameters are permuted, which covered in full),
+# with at most SAMPLE_MAXIMUM tests per permutation, one ERROR_IF test per kind, small shapes.
+SAMPLE_MAXIMUM = 2
+FALLBACK_SELECTION = {"permutes": ["type"], "maximum": 1}
 SAMPLE_ARGS = ["--target-dtype", "bool", "int4", "int8", "int16", "int32", "int48",
                "--no-special-tests", "--tensor-dim-range", "1,8"]
 BUILD_SCRIPT = HERE / "validate_cases" / "build_conformance.py"
@@ -94,10 +89,21 @@ def reference_binary() -> str:
 # 1. generation
 # --------------------------------------------------------------------------------------------
 
-def _selection(op: str) -> dict:
-    sel = dict(SAMPLE_SELECTION)
-    if op in SAMPLE_PERMUTES:
-        sel["permutes"] = SAMPLE_PERMUTES[op]
+def _official_selection() -> dict:
+    try:
+        import generator
+        path = Path(generator.__file__).parents[1] / "conformance" / "cts-config_v1.0.json"
+        return json.loads(path.read_text())
+    except (ImportError, OSError, ValueError):
+        return {}
+
+
+def _selection(op: str, official: dict) -> dict:
+    sel = dict(official.get(op, {}).get("selection", {}).get("default", FALLBACK_SELECTION))
+    sel.pop("errorifs", None)
+    sel.pop("missing_errorifs", None)
+    sel["maximum"] = min(int(sel.get("maximum", SAMPLE_MAXIMUM)), SAMPLE_MAXIMUM)
+    sel["num_errorifs"] = 1
     return sel
 
 
@@ -106,7 +112,9 @@ def generate_sample(out: Path, ops=PRO_INT_OPS, seed: int = SAMPLE_SEED, jobs: i
     """tosa_verif_build_tests per operator, in `jobs` processes; tests land in out/part<i>/."""
     out.mkdir(parents=True, exist_ok=True)
     config = out / "selection.json"
-    config.write_text(json.dumps({op: {"selection": {"default": _selection(op)}} for op in ops}))
+    official = _official_selection()
+    config.write_text(json.dumps({op: {"selection": {"default": _selection(op, official)}}
+                                  for op in ops}))
     common = ["--profile", PROFILE, "--extension", *extensions, "--tosa-version", TOSA_VERSION,
               "--test-type", "both", "--seed", str(seed), "--test-selection-config", str(config),
               *SAMPLE_ARGS]
