@@ -84,31 +84,45 @@ def _acc_dtype(graph, op) -> str:
     return "int48" if graph.tensors[op.outputs[0]].dtype == "int48" else "int32"
 
 
+class Window:
+    """The input rows and columns a tile of a sliding-window op reads, and the padding it sees."""
+
+    def __init__(self, op, h: int, w: int, kh: int, kw: int):
+        sy, sx = op.attrs["stride"]
+        dy, dx = op.attrs.get("dilation", (1, 1))
+        pt, _, pl, _ = op.attrs["pad"]
+        self.rows = lambda t: window(t["oh"][0], t["oh"][1], sy, pt, (kh - 1) * dy + 1, h)
+        self.cols = lambda t: window(t["ow"][0], t["ow"][1], sx, pl, (kw - 1) * dx + 1, w)
+
+    def box(self, t):
+        return self.rows(t)[:2], self.cols(t)[:2]
+
+    def pad(self, t):
+        r, c = self.rows(t), self.cols(t)
+        return (r[2], r[3], c[2], c[3])
+
+
+def _conv_attrs(g: Graph, step: Step) -> dict:
+    op = step.main
+    return {"stride": tuple(op.attrs["stride"]), "dilation": tuple(op.attrs["dilation"]),
+            "input_zp": const_int(g, operand(op, "input_zp")),
+            "weight_zp": const_int(g, operand(op, "weight_zp")),
+            **stage_attrs(g, step, _acc_dtype(g, op))}
+
+
 def conv2d(step: Step, ctx: Context):
     g, op = ctx.graph, step.main
     n, h, w, ic = g.tensors[op.inputs[0]].shape
     oc, kh, kw, _ = g.tensors[op.inputs[1]].shape
     out = g.tensors[step.output]
     _, oh, ow, _ = out.shape
-    pt, pb, pl, pr = op.attrs["pad"]
-    sy, sx = op.attrs["stride"]
-    dy, dx = op.attrs["dilation"]
-
-    def rows(t):
-        return window(t["oh"][0], t["oh"][1], sy, pt, (kh - 1) * dy + 1, h)
-
-    def cols(t):
-        return window(t["ow"][0], t["ow"][1], sx, pl, (kw - 1) * dx + 1, w)
-
-    def ifm_box(t):
-        ry, rx = rows(t), cols(t)
-        return (t["n"], (ry[0], ry[1]), (rx[0], rx[1]), t["ic"])
-
+    win = Window(op, h, w, kh, kw)
     space = TileSpace(
         dims={"n": n, "oh": oh, "ow": ow, "oc": oc, "ic": ic},
         levels={"oc": 0, "oh": 0, "n": 1, "ow": 1, "ic": 2},
         orders=[("oc", "n", "oh", "ow", "ic"), ("n", "oh", "ow", "oc", "ic")],
-        inputs=[ctx.operand("ifm", op.inputs[0], ("n", "oh", "ow", "ic"), ifm_box),
+        inputs=[ctx.operand("ifm", op.inputs[0], ("n", "oh", "ow", "ic"),
+                            lambda t: (t["n"], *win.box(t), t["ic"])),
                 ctx.operand("weights", op.inputs[1], ("oc", "ic"),
                             lambda t: (t["oc"], (0, kh), (0, kw), t["ic"])),
                 ctx.operand("stage", stage_table_name(step), ("oc",),
@@ -116,13 +130,9 @@ def conv2d(step: Step, ctx: Context):
         output=ctx.operand("ofm", step.output, ("n", "oh", "ow", "oc"),
                            lambda t: (t["n"], t["oh"], t["ow"], t["oc"])),
         reduction="ic", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4,
-        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])},
+        attrs=lambda t: {"pad": win.pad(t)},
         work=lambda s: ctx.mac_work(s["n"] * s["oh"] * s["ow"], s["oc"], s["ic"] * kh * kw))
-    attrs = {"stride": (sy, sx), "dilation": (dy, dx),
-             "input_zp": const_int(g, operand(op, "input_zp")),
-             "weight_zp": const_int(g, operand(op, "weight_zp")),
-             **stage_attrs(g, step, _acc_dtype(g, op))}
-    return space, "conv2d", attrs
+    return space, "conv2d", _conv_attrs(g, step)
 
 
 def depthwise_conv2d(step: Step, ctx: Context):
@@ -130,15 +140,7 @@ def depthwise_conv2d(step: Step, ctx: Context):
     n, h, w, c = g.tensors[op.inputs[0]].shape
     kh, kw, _, m = g.tensors[op.inputs[1]].shape
     _, oh, ow, _ = g.tensors[step.output].shape
-    pt, pb, pl, pr = op.attrs["pad"]
-    sy, sx = op.attrs["stride"]
-    dy, dx = op.attrs["dilation"]
-
-    def rows(t):
-        return window(t["oh"][0], t["oh"][1], sy, pt, (kh - 1) * dy + 1, h)
-
-    def cols(t):
-        return window(t["ow"][0], t["ow"][1], sx, pl, (kw - 1) * dx + 1, w)
+    win = Window(op, h, w, kh, kw)
 
     def out_channels(t):
         return (t["c"][0] * m, t["c"][1] * m)
@@ -148,20 +150,16 @@ def depthwise_conv2d(step: Step, ctx: Context):
         levels={"oh": 0, "c": 0, "n": 1, "ow": 1},
         orders=[("n", "c", "oh", "ow"), ("n", "oh", "ow", "c")],
         inputs=[ctx.operand("ifm", op.inputs[0], ("n", "oh", "ow", "c"),
-                            lambda t: (t["n"], rows(t)[:2], cols(t)[:2], t["c"])),
+                            lambda t: (t["n"], *win.box(t), t["c"])),
                 ctx.operand("weights", op.inputs[1], ("c",),
                             lambda t: ((0, kh), (0, kw), t["c"], (0, m))),
                 ctx.operand("stage", stage_table_name(step), ("c",),
                             lambda t: (out_channels(t), (0, STAGE_COLUMNS)))],
         output=ctx.operand("ofm", step.output, ("n", "oh", "ow", "c"),
                            lambda t: (t["n"], t["oh"], t["ow"], out_channels(t))),
-        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])},
+        attrs=lambda t: {"pad": win.pad(t)},
         work=lambda s: ctx.depthwise_work(s["n"] * s["oh"] * s["ow"], s["c"] * m, kh * kw))
-    attrs = {"stride": (sy, sx), "dilation": (dy, dx),
-             "input_zp": const_int(g, operand(op, "input_zp")),
-             "weight_zp": const_int(g, operand(op, "weight_zp")),
-             **stage_attrs(g, step, _acc_dtype(g, op))}
-    return space, "depthwise_conv2d", attrs
+    return space, "depthwise_conv2d", _conv_attrs(g, step)
 
 
 def transpose_conv2d(step: Step, ctx: Context):
@@ -231,26 +229,18 @@ def pool2d(step: Step, ctx: Context):
     n, h, w, c = g.tensors[op.inputs[0]].shape
     _, oh, ow, _ = g.tensors[step.output].shape
     ky, kx = op.attrs["kernel"]
-    sy, sx = op.attrs["stride"]
-    pt, pb, pl, pr = op.attrs["pad"]
-
-    def rows(t):
-        return window(t["oh"][0], t["oh"][1], sy, pt, ky, h)
-
-    def cols(t):
-        return window(t["ow"][0], t["ow"][1], sx, pl, kx, w)
-
+    win = Window(op, h, w, ky, kx)
     space = TileSpace(
         dims={"n": n, "oh": oh, "ow": ow, "c": c},
         levels={"oh": 0, "c": 0, "n": 1, "ow": 1},
         orders=[("n", "c", "oh", "ow"), ("n", "oh", "ow", "c")],
         inputs=[ctx.operand("in0", op.inputs[0], ("n", "oh", "ow", "c"),
-                            lambda t: (t["n"], rows(t)[:2], cols(t)[:2], t["c"]))],
+                            lambda t: (t["n"], *win.box(t), t["c"]))],
         output=ctx.operand("out", step.output, ("n", "oh", "ow", "c"),
                            lambda t: (t["n"], t["oh"], t["ow"], t["c"])),
-        attrs=lambda t: {"pad": (rows(t)[2], rows(t)[3], cols(t)[2], cols(t)[3])},
+        attrs=lambda t: {"pad": win.pad(t)},
         work=lambda s: ctx.vector_work(s["n"], s["oh"], s["ow"], s["c"], ky, kx))
-    attrs = {"kernel": (ky, kx), "stride": (sy, sx)}
+    attrs = {"kernel": (ky, kx), "stride": tuple(op.attrs["stride"])}
     if op.op == "AVG_POOL2D":
         attrs.update(input_zp=const_int(g, op.inputs[1]), output_zp=const_int(g, op.inputs[2]))
         return space, "avg_pool2d", attrs
