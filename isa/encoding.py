@@ -64,21 +64,31 @@ class _Writer:
             raise ProgramError(f"cannot encode attribute value {x!r}")
 
 
+_STRUCTS: dict[str, struct.Struct] = {}
+
+
+def _struct(fmt: str) -> struct.Struct:
+    s = _STRUCTS.get(fmt)
+    if s is None:
+        s = _STRUCTS[fmt] = struct.Struct("<" + fmt)
+    return s
+
+
 class _Reader:
+    """Sequential reader; struct.error on a short buffer is reported as a truncated program."""
+
     def __init__(self, data: bytes):
-        self.data, self.pos = memoryview(data), 0
+        self.data, self.pos = bytes(data), 0
 
     def unpack(self, fmt):
-        size = struct.calcsize("<" + fmt)
-        if self.pos + size > len(self.data):
-            raise ProgramError("truncated program: unexpected end of data")
-        values = struct.unpack_from("<" + fmt, self.data, self.pos)
-        self.pos += size
+        s = _struct(fmt)
+        values = s.unpack_from(self.data, self.pos)
+        self.pos += s.size
         return values
 
     def string(self) -> str:
         (n,) = self.unpack("H")
-        b = bytes(self.data[self.pos:self.pos + n])
+        b = self.data[self.pos:self.pos + n]
         self.pos += n
         return b.decode()
 
@@ -87,8 +97,11 @@ class _Reader:
         return self.unpack(f"{n}q") if n else ()
 
     def view(self) -> TensorView:
-        mem, addr, dt = self.unpack("BQB")
-        return TensorView(mem, addr, self.ints(), self.ints(), _DTYPES[dt])
+        mem, addr, dt, rank = self.unpack("BQBH")
+        shape = self.unpack(f"{rank}q") if rank else ()
+        (rank2,) = self.unpack("H")
+        strides = self.unpack(f"{rank2}q") if rank2 else ()
+        return TensorView(mem, addr, shape, strides, _DTYPES[dt])
 
     def value(self):
         (tag,) = self.unpack("B")
@@ -229,7 +242,9 @@ def decode(data: bytes, source: str = "<bytes>") -> Program:
             r.pos += n
     except ProgramError as exc:
         raise ProgramError(f"{source}: {exc}") from None
-    except (KeyError, ValueError, struct.error, IndexError) as exc:
+    except struct.error:
+        raise ProgramError(f"{source}: truncated program: unexpected end of data") from None
+    except (KeyError, ValueError, IndexError, UnicodeDecodeError) as exc:
         raise ProgramError(f"{source}: corrupt program ({type(exc).__name__}: {exc})") from None
     return Program(
         memories=meta["memories"], memory_sizes=meta["memory_sizes"], commands=commands,
