@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .chains import data_inputs, fuse_chains, table_inputs
-from .ir import Graph, Operator
+from .ir import STORAGE, Graph, Operator, Tensor
 from .operands import DATA_MOVEMENT, ELEMENTWISE, OPERANDS, REDUCTIONS
 
 VECTOR_OPS = ELEMENTWISE | REDUCTIONS | {"AVG_POOL2D", "MAX_POOL2D", "RESIZE", "ARGMAX"}
@@ -86,7 +88,41 @@ def _fusable_rescale(graph: Graph, acc: str, users: list[Operator]) -> Operator 
     return r
 
 
+# MAC operators with a bias operand (input 2) that the output stage adds.
+BIASED_MAC_OPS = {"CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"}
+
+
+def separate_dynamic_bias(graph: Graph) -> int:
+    """A MAC op whose bias is not a constant (TOSA does not require it to be one) becomes the op
+    with a zero constant bias followed by an ADD of the bias, reshaped to broadcast along the
+    output channels: the MAC output stage holds constant per-channel tables only. The sum is
+    the same: the accumulator plus the bias, which valid graphs never overflow."""
+    rewritten, ops = 0, []
+    for op in graph.operators:
+        bias = op.inputs[2] if op.op in BIASED_MAC_OPS and len(op.inputs) > 2 else None
+        if bias is None or graph.tensors[bias].is_const:
+            ops.append(op)
+            continue
+        out = graph.tensors[op.outputs[0]]
+        b = graph.tensors[bias]
+        acc = Tensor(f"{out.name}::acc", out.shape, out.dtype)
+        zero = Tensor(f"{out.name}::zero_bias", (1,), b.dtype, np.zeros(1, STORAGE[b.dtype]))
+        bshape = (1,) * (len(out.shape) - 1) + (b.shape[0],)
+        shape = Tensor(f"{out.name}::bias_shape", (len(bshape),), "shape", np.array(bshape, np.int64))
+        wide = Tensor(f"{out.name}::bias", bshape, b.dtype)
+        for t in (acc, zero, shape, wide):
+            graph.tensors[t.name] = t
+        ops.append(Operator(op.op, op.inputs[:2] + [zero.name] + op.inputs[3:], [acc.name],
+                            op.attrs, op.location, op.index))
+        ops.append(Operator("RESHAPE", [bias, shape.name], [wide.name], {}, op.location, op.index))
+        ops.append(Operator("ADD", [acc.name, wide.name], [out.name], {}, op.location, op.index))
+        rewritten += 1
+    graph.operators = ops
+    return rewritten
+
+
 def plan_steps(graph: Graph) -> list[Step]:
+    separate_dynamic_bias(graph)
     consumers = graph.consumers()
     fused: set[int] = set()
     steps = []

@@ -13,7 +13,8 @@ Steps (each skipped when its output is already there, so a run can be resumed):
    output, into DIR/tests. The sample is tosa_verif_build_tests driven in-process per operator
    (tests/validate_cases/build_conformance.py) with the suite's own per-operator selection
    criteria but small shapes (dimensions 1..8), at most 2 tests per permutation, one ERROR_IF
-   test per kind and a pinned seed (42).
+   test per kind, a random mix of constant and variable inputs where the suite has one, and a
+   pinned seed (42).
 2. expected outputs: the reference model runs every valid test; its outputs go to
    DIR/expected/<test name>/<ofm_file> (tests it calls UNPREDICTABLE or ERROR are listed in
    DIR/expected/reference.json and reported).
@@ -118,18 +119,30 @@ def generate_sample(out: Path, ops=PRO_INT_OPS, seed: int = SAMPLE_SEED, jobs: i
     common = ["--profile", PROFILE, "--extension", *extensions, "--tosa-version", TOSA_VERSION,
               "--test-type", "both", "--seed", str(seed), "--test-selection-config", str(config),
               *SAMPLE_ARGS]
-    ops = list(ops)
-    procs = []
-    for i in range(max(1, min(jobs, len(ops)))):
-        part = ",".join(ops[i::jobs])
-        procs.append(subprocess.Popen(
-            [sys.executable, str(BUILD_SCRIPT), part, "-o", str(out / f"part{i}"), *common],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out))
-    failed = []
-    for proc in procs:
+    # Operators the suite generates with any mix of constant and variable inputs (e.g. a CONV2D
+    # bias fed at run time) get that here too.
+    mixed = [op for op in ops if "random_const_inputs" in official.get(op, {}).get("support_for", [])]
+    plain = [op for op in ops if op not in mixed]
+    batches = []
+    for group, extra in ((mixed, ["--random-const-inputs"]), (plain, [])):
+        for i in range(jobs):
+            if group[i::jobs]:
+                batches.append((",".join(group[i::jobs]), extra))
+    procs, failed = [], []
+
+    def wait(proc):
         text, _ = proc.communicate()
         if proc.returncode:
             failed.append(text.decode(errors="replace")[-3000:])
+
+    for k, (part, extra) in enumerate(batches):
+        if len(procs) >= jobs:
+            wait(procs.pop(0))
+        procs.append(subprocess.Popen(
+            [sys.executable, str(BUILD_SCRIPT), part, "-o", str(out / f"part{k}"), *common, *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=out))
+    for proc in procs:
+        wait(proc)
     if failed:
         raise RuntimeError("test generation failed:\n" + "\n".join(failed))
     return out
