@@ -20,7 +20,8 @@ class LayerRow:
     unit: str
     start: int
     end: int
-    cycles: int
+    cycles: int           # how far the layer pushed the run's end: the rows add up to the total
+    span: int             # first command's start to last command's end (layers overlap)
     macs: int
     mac_utilization: float
     tiles: int
@@ -60,11 +61,12 @@ class Report:
         buf = io.StringIO()
         w = csv.writer(buf)
         mems = sorted({m for row in self.layers for m in row.bytes})
-        w.writerow(["index", "name", "ops", "unit", "start", "end", "cycles", "macs",
+        w.writerow(["index", "name", "ops", "unit", "start", "end", "cycles", "span", "macs",
                     "mac_utilization", "tiles", "commands", "energy_uj", "roofline_cycles"]
                    + [f"bytes_{m}" for m in mems])
         for r in self.layers:
-            w.writerow([r.index, r.name, "+".join(r.ops), r.unit, r.start, r.end, r.cycles, r.macs,
+            w.writerow([r.index, r.name, "+".join(r.ops), r.unit, r.start, r.end, r.cycles, r.span,
+                        r.macs,
                         f"{r.mac_utilization:.4f}", r.tiles, r.commands, f"{r.energy_uj:.4f}",
                         r.roofline_cycles] + [r.bytes.get(m, 0) for m in mems])
         return buf.getvalue()
@@ -170,18 +172,21 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
     for cmd in program.commands:
         if 0 <= cmd.layer < n_layers:
             by_layer[cmd.layer].append(cmd.id)
+    frontier = 0
     for i, layer in enumerate(program.layers):
         ids = by_layer[i]
         s = int(sim.start[ids].min()) if ids else 0
         e = int(sim.end[ids].max()) if ids else 0
         span = e - s
+        advance = max(0, e - frontier)
+        frontier = max(frontier, e)
         terms = [layer.macs / macs_per_cycle] + [
             b / config.memory_bytes_per_cycle(m) for m, b in layer.min_bytes.items()]
-        rows.append(LayerRow(i, layer.name, layer.ops, layer.unit, s, e, span, layer.macs,
-                             layer.macs / (span * macs_per_cycle) if span else 0.0, layer.tiles,
-                             len(ids), layer_bytes[i],
+        rows.append(LayerRow(i, layer.name, layer.ops, layer.unit, s, e, advance, span,
+                             layer.macs, layer.macs / (span * macs_per_cycle) if span else 0.0,
+                             layer.tiles, len(ids), layer_bytes[i],
                              float(layer_energy[i]) * 1e-6
-                             + config.energy.leakage_mw * 1e-3 * span / clock_hz * 1e6,
+                             + config.energy.leakage_mw * 1e-3 * advance / clock_hz * 1e6,
                              int(np.ceil(max(terms)))))
     npu_ops = sum(len(l.ops) for l in program.layers if l.unit != "host")
     host_ops = sum(len(l.ops) for l in program.layers if l.unit == "host")

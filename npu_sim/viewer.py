@@ -55,7 +55,8 @@ def compact(trace: dict) -> dict:
             row = layers.setdefault(li, {"index": li})
             row.update(name=str(ev.get("name", "")), ops=args.get("ops", ""),
                        unit=args.get("unit", ""), start=args.get("start_cycle"),
-                       end=args.get("end_cycle"), macs=args.get("macs"))
+                       end=args.get("end_cycle"), macs=args.get("macs"),
+                       cycles=args.get("cycles"))
         elif ph == "X":
             s = args.get("start_cycle", cyc(ev.get("ts", 0)))
             e = args.get("end_cycle", cyc(ev.get("ts", 0) + ev.get("dur", 0)))
@@ -88,7 +89,9 @@ def compact(trace: dict) -> dict:
         e = row["end"] if row.get("end") is not None else max(row.get("_e", [0]))
         macs = row.get("macs") if row.get("macs") is not None else row.get("_macs", 0)
         table.append({"index": li, "name": row.get("name", ""), "ops": row.get("ops", ""),
-                      "unit": row.get("unit", ""), "start": s, "end": e, "cycles": e - s,
+                      "unit": row.get("unit", ""), "start": s, "end": e,
+                      # the run's critical-path advance when the trace carries it, else the span
+                      "cycles": row["cycles"] if row.get("cycles") is not None else e - s,
                       "macs": macs, "util": macs / ((e - s) * macs_per_cycle)
                       if macs_per_cycle and e > s else 0.0,
                       "bytes": row.get("bytes", 0), "commands": row.get("commands", 0)})
