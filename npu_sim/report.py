@@ -23,7 +23,7 @@ class LayerRow:
     cycles: int           # how far the layer pushed the run's end: the rows add up to the total
     span: int             # first command's start to last command's end (layers overlap)
     macs: int
-    mac_utilization: float
+    mac_utilization: float    # MACs / (array cycles spent on the layer x MACs per cycle)
     tiles: int
     commands: int
     bytes: dict[str, int]
@@ -173,6 +173,10 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
         if 0 <= cmd.layer < n_layers:
             by_layer[cmd.layer].append(cmd.id)
     frontier = 0
+    mac_busy = np.zeros(n_layers)
+    for cmd in program.commands:
+        if getattr(cmd, "unit", "") == "mac" and 0 <= cmd.layer < n_layers:
+            mac_busy[cmd.layer] += sim.costs[cmd.id].busy
     for i, layer in enumerate(program.layers):
         ids = by_layer[i]
         s = int(sim.start[ids].min()) if ids else 0
@@ -183,7 +187,8 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
         terms = [layer.macs / macs_per_cycle] + [
             b / config.memory_bytes_per_cycle(m) for m, b in layer.min_bytes.items()]
         rows.append(LayerRow(i, layer.name, layer.ops, layer.unit, s, e, advance, span,
-                             layer.macs, layer.macs / (span * macs_per_cycle) if span else 0.0,
+                             layer.macs, layer.macs / (mac_busy[i] * macs_per_cycle)
+                             if mac_busy[i] else 0.0,
                              layer.tiles, len(ids), layer_bytes[i],
                              float(layer_energy[i]) * 1e-6
                              + config.energy.leakage_mw * 1e-3 * advance / clock_hz * 1e6,
