@@ -93,6 +93,23 @@ def test_operator_conforms(suite, op):
     assert not problems, f"{len(problems)} of {len(rows)} {op} tests:\n" + "\n".join(problems)
 
 
+def test_sample_on_a_tiny_buffer(suite, tmp_path):
+    """The same tests on a 2 KiB buffer: rows, channels and reductions split into many tiles and
+    every intermediate spills to DRAM; the results must not change."""
+    import yaml
+    from npu_sim.api import load_config
+    cfg = load_config("default").with_overrides({"sram.size": "2 KiB"}).to_dict()
+    cfg["name"] = "default-2KiB"
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    rows = [r.to_json() for r in conf.run_tests(suite["tests"], str(path), None,
+                                                 suite["root"] / "expected", jobs=2)]
+    bad = [f"{Path(r['test']).name}: {r['status']}: {r['message']}" for r in rows
+           if not _known_exception(r) and r["status"] not in ("pass", "refused")
+           or r["status"] == "refused" and not r["expected_failure"]]
+    assert not bad, f"{len(bad)} tests:\n" + "\n".join(bad[:30])
+
+
 def test_outputs_have_the_reference_dtypes(suite):
     """Every output file has exactly the dtype and shape of the reference model's."""
     out, expected = suite["root"] / "out", suite["root"] / "expected"
