@@ -80,6 +80,7 @@ def _micro_attrs(graph: Graph, op: Operator) -> dict:
 
 
 def chain_space(step, ctx):
+    from .families import const_int
     """Tile space and program of an elementwise chain (TOSA elementwise ops have equal ranks)."""
     g = ctx.graph
     out = g.tensors[step.output]
@@ -113,8 +114,14 @@ def chain_space(step, ctx):
     for op in step.chain:
         args = [results.get(n) or data_operand(n) for n in data_inputs(op)]
         per_channel = op.op == "RESCALE" and bool(op.attrs["per_channel"])
-        tables = [table_operand(n, per_channel) for n in table_inputs(op)]
-        program.append({"fn": op.op, "args": args, "tables": tables,
+        immediate = {}
+        if op.op == "RESCALE" and g.tensors[op.inputs[1]].size == 1:
+            # A per-tensor multiplier and shift travel in the command, not through memory.
+            immediate = {"multiplier": const_int(g, op.inputs[1]), "shift": const_int(g, op.inputs[2])}
+            tables = []
+        else:
+            tables = [table_operand(n, per_channel) for n in table_inputs(op)]
+        program.append({"fn": op.op, "args": args, "tables": tables, **immediate,
                         "dtype": g.tensors[op.outputs[0]].dtype, **_micro_attrs(g, op)})
         results[op.outputs[0]] = f"%{len(program) - 1}"
     passes = len(program)

@@ -19,6 +19,7 @@ from .ir import Graph
 from .steps import Step
 
 NPU_KINDS = {"mac", "vector", "dma"}
+ON_CHIP_READERS = NPU_KINDS | {"alias"}      # a reshape reads nothing: its readers decide
 
 
 @dataclass
@@ -86,7 +87,7 @@ class Placement:
             first = first_def.get(name, -1)
             last = last_use.get(name, first)
             kinds = consumer_kinds.get(name, set())
-            if name not in pinned and producer_kind.get(name) in NPU_KINDS and kinds <= NPU_KINDS:
+            if name not in pinned and producer_kind.get(name) in NPU_KINDS and kinds <= ON_CHIP_READERS:
                 addr = resident.place(t.nbytes, first, last)
                 if addr is not None:
                     self.loc[name] = Location(ONCHIP, addr)

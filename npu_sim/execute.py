@@ -59,6 +59,8 @@ def run_program(program: list[dict], x: dict) -> np.ndarray:
         dtype = STORAGE[u["dtype"]]
         fn = u["fn"]
         if fn == "RESCALE":
+            if not tables:                  # per-tensor parameters are immediates
+                tables = [np.array([u["multiplier"]], np.int32), np.array([u["shift"]], np.int8)]
             r = dp.rescale(args[0], tables[0], tables[1], u["input_zp"], u["output_zp"],
                            scale32=u["scale32"], rounding_mode=u["rounding_mode"],
                            per_channel=u["per_channel"], input_unsigned=u["input_unsigned"],
