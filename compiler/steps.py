@@ -3,9 +3,16 @@
 A step is what one engine family executes as a unit: a MAC-array operation with a fused
 RESCALE (+ CLAMP), a vector-unit operation, a DMA data movement, a free alias (RESHAPE of a
 contiguous tensor), or a host-CPU fallback operation.
+
+Control flow (COND_IF, WHILE_LOOP: EXT-CONTROLFLOW) runs on the host CPU: the operator carries
+its sub-graphs (serialized into its attributes) and the host interprets them with the same exact
+kernels (npu_sim/hostcpu.py).
 """
 from __future__ import annotations
 
+import base64
+import json
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,6 +65,15 @@ class Step:
 _NOT_READ = {"MUL": ("shift",), "PAD": ("padding", "pad_const"), "RESHAPE": ("shape",),
              "SLICE": ("start", "size"), "TILE": ("multiples",),
              "RESIZE": ("scale", "offset", "border")}
+
+
+class HostOutputStep(Step):
+    """Copies one result of a multi-result host operator out of its packed result: a step of
+    the operator, not an operator of its own, so it counts no operators."""
+
+    @property
+    def ops(self) -> list[str]:
+        return []
 
 
 def stage_table_name(step: Step) -> str:
@@ -121,15 +137,105 @@ def separate_dynamic_bias(graph: Graph) -> int:
     return rewritten
 
 
+# ---- control flow on the host -------------------------------------------------------------------
+
+CONTROL_FLOW = {"COND_IF", "WHILE_LOOP"}
+HOST_UNPACK = "HOST_UNPACK"           # host step: result i of a packed multi-result host op
+_REGION_KEYS = ("then_graph", "else_graph", "cond_graph", "body_graph")
+_CHUNK = 60000                        # characters per attribute string (the encoding's limit is 64 KiB)
+
+
+def _jsonable(value):
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.integer, np.bool_)):
+        return value.item()
+    return value
+
+
+def graph_to_dict(graph: Graph) -> dict:
+    """A JSON-able description of a (sub-)graph: what the host interpreter needs to run it."""
+    tensors = {}
+    for name, t in graph.tensors.items():
+        data = None
+        if t.data is not None:
+            arr = np.ascontiguousarray(t.data, dtype=STORAGE[t.dtype])
+            data = base64.b64encode(arr.astype(np.uint8) if t.dtype == "bool" else arr).decode()
+        tensors[name] = [list(int(d) for d in t.shape), t.dtype, data]
+    return {"inputs": list(graph.inputs), "outputs": list(graph.outputs), "tensors": tensors,
+            "operators": [[o.op, list(o.inputs), list(o.outputs),
+                           {k: _jsonable(v) for k, v in o.attrs.items()}] for o in graph.operators]}
+
+
+def _regions_used(root: Graph, op: Operator) -> list[str]:
+    names, todo = [], [op]
+    while todo:
+        o = todo.pop()
+        for key in _REGION_KEYS:
+            name = o.attrs.get(key)
+            if name and name in root.regions and name not in names:
+                names.append(name)
+                todo.extend(root.regions[name].operators)
+    return names
+
+
+def region_attrs(root: Graph, op: Operator) -> dict:
+    """The sub-graphs a control-flow operator runs (transitively), compressed, as attributes
+    `regions.0`, `regions.1`, ... of at most 60000 characters each."""
+    payload = {name: graph_to_dict(root.regions[name]) for name in _regions_used(root, op)}
+    text = base64.b64encode(zlib.compress(json.dumps(payload, separators=(",", ":")).encode(), 9)).decode()
+    chunks = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
+    return {f"regions.{i}": c for i, c in enumerate(chunks)}
+
+
+def prepare_host_control_flow(graph: Graph) -> int:
+    """Attach the sub-graphs to every COND_IF / WHILE_LOOP and give each a single result tensor.
+
+    Placement and lowering give a step one result, so an operator whose results are used more
+    than once is rewritten: it writes its used results packed into one byte tensor, and a
+    HOST_UNPACK step per result copies it out. Results nobody reads are dropped; an operator
+    none of whose results are read is removed (control flow has no side effects)."""
+    consumers = graph.consumers()
+    ops, count = [], 0
+    for op in graph.operators:
+        if op.op not in CONTROL_FLOW:
+            ops.append(op)
+            continue
+        count += 1
+        used = [i for i, n in enumerate(op.outputs) if n in graph.outputs or consumers.get(n)]
+        if not used:
+            continue
+        attrs = {**op.attrs, **region_attrs(graph, op), "results": used}
+        if len(used) == 1:
+            ops.append(Operator(op.op, op.inputs, [op.outputs[used[0]]], attrs, op.location, op.index))
+            continue
+        offsets, end = [], 0
+        for i in used:
+            offsets.append(end)
+            end += -(-graph.tensors[op.outputs[i]].nbytes // 8) * 8
+        packed = Tensor(f"{op.outputs[used[0]]}::results", (max(end, 1),), "int8")
+        graph.tensors[packed.name] = packed
+        attrs.update(packed_offsets=offsets, packed_bytes=max(end, 1))
+        ops.append(Operator(op.op, op.inputs, [packed.name], attrs, op.location, op.index))
+        for i, offset in zip(used, offsets):
+            t = graph.tensors[op.outputs[i]]
+            ops.append(Operator(HOST_UNPACK, [packed.name], [t.name],
+                                {"offset": offset, "shape": list(t.shape), "dtype": t.dtype},
+                                op.location, op.index))
+    graph.operators = ops
+    return count
+
+
 def plan_steps(graph: Graph) -> list[Step]:
     separate_dynamic_bias(graph)
+    prepare_host_control_flow(graph)
     consumers = graph.consumers()
     fused: set[int] = set()
     steps = []
     for op in graph.operators:
         if id(op) in fused or op.op in ("CONST", "CONST_SHAPE"):
             continue
-        step = Step(_kind(op), op)
+        step = (HostOutputStep if op.op == HOST_UNPACK else Step)(_kind(op), op)
         if step.kind == "mac":
             step.rescale = _fusable_rescale(graph, op.outputs[0], consumers.get(op.outputs[0], []))
             if step.rescale is not None:

@@ -9,8 +9,8 @@ model the expected outputs, `npu-sim conformance` runs them.
 Steps (each skipped when its output is already there, so a run can be resumed):
 1. generate:  the full suite is tosa_verif_conformance_generator (the official selection, its
    default seed) for --profile tosa-pro-int and the extensions EXT-INT16, EXT-INT4,
-   EXT-DOUBLEROUND, EXT-INEXACTROUND (+ EXT-CONTROLFLOW with --controlflow), TOSA 1.0.2, binary
-   output, into DIR/tests. The sample is tosa_verif_build_tests driven in-process per operator
+   EXT-DOUBLEROUND, EXT-INEXACTROUND and EXT-CONTROLFLOW (not with --no-controlflow), TOSA
+   1.0.2, binary output, into DIR/tests. The sample is tosa_verif_build_tests driven in-process per operator
    (tests/validate_cases/build_conformance.py) with the suite's own per-operator selection
    criteria but small shapes (dimensions 1..8), at most 2 tests per permutation, one ERROR_IF
    test per kind, a random mix of constant and variable inputs where the suite has one, and a
@@ -43,7 +43,8 @@ if str(REPO) not in sys.path:
 
 TOSA_VERSION = "1.0.2"
 PROFILE = "tosa-pro-int"
-EXTENSIONS = ("tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround", "tosa-ext-inexactround")
+EXTENSIONS = ("tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround", "tosa-ext-inexactround",
+              "tosa-ext-controlflow")
 CONTROLFLOW = "tosa-ext-controlflow"
 SAMPLE_SEED = 42
 
@@ -57,7 +58,8 @@ PRO_INT_OPS = (
     "reduce_all", "reduce_any", "reduce_max", "reduce_min", "reduce_sum", "concat", "pad",
     "reshape", "reverse", "slice", "tile", "transpose", "gather", "scatter", "resize", "cast",
     "rescale", "const", "identity")
-CONTROLFLOW_OPS = ("cond_if", "while_loop")
+CONTROLFLOW_OPS = ("cond_if", "while_loop")          # EXT-CONTROLFLOW, run on the host CPU
+SUITE_OPS = PRO_INT_OPS + CONTROLFLOW_OPS
 # CONST_SHAPE has no generator tests of its own: every PAD, RESHAPE, SLICE, TILE and RESIZE
 # test feeds its shape operands from CONST_SHAPE.
 
@@ -108,7 +110,7 @@ def _selection(op: str, official: dict) -> dict:
     return sel
 
 
-def generate_sample(out: Path, ops=PRO_INT_OPS, seed: int = SAMPLE_SEED, jobs: int = 2,
+def generate_sample(out: Path, ops=SUITE_OPS, seed: int = SAMPLE_SEED, jobs: int = 2,
                     extensions=EXTENSIONS) -> Path:
     """tosa_verif_build_tests per operator, in `jobs` processes; tests land in out/part<i>/."""
     out.mkdir(parents=True, exist_ok=True)
@@ -155,7 +157,7 @@ def generate_full(out: Path, ops=None, jobs: int = 2, extensions=EXTENSIONS) -> 
     cmd = ["tosa_verif_conformance_generator", "--profile", PROFILE, "--extension", *extensions,
            "--tosa-version", TOSA_VERSION, "--output-type", "binary", "--output-directory", str(out),
            "--build-directory", str(build), "-j", str(jobs)]
-    for op in ops or PRO_INT_OPS:
+    for op in ops or SUITE_OPS:
         log(f"generating {op} ...")
         t0 = time.perf_counter()
         proc = subprocess.run(cmd + ["--operators", op], capture_output=True, text=True, cwd=out.parent)
@@ -233,20 +235,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="working directory")
     ap.add_argument("--sample", action="store_true", help="the small CI sample instead of the full suite")
-    ap.add_argument("--ops", help="comma-separated generator operator names (default: all of PRO-INT)")
-    ap.add_argument("--controlflow", action="store_true", help="also EXT-CONTROLFLOW (COND_IF, WHILE_LOOP)")
+    ap.add_argument("--ops", help="comma-separated generator operator names (default: all of "
+                    "PRO-INT, and COND_IF and WHILE_LOOP)")
+    ap.add_argument("--no-controlflow", action="store_true", help="leave out EXT-CONTROLFLOW")
     ap.add_argument("--seed", type=int, default=SAMPLE_SEED, help="sample seed (default 42)")
     ap.add_argument("--config", help="npu-sim config (default: default)")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--skip-generate", action="store_true", help="reuse DIR/tests as it is")
     args = ap.parse_args(argv)
     out = args.out.resolve()
-    ops = tuple(args.ops.split(",")) if args.ops else PRO_INT_OPS
+    ops = tuple(args.ops.split(",")) if args.ops else SUITE_OPS
     exts = EXTENSIONS
-    if args.controlflow:
-        exts = EXTENSIONS + (CONTROLFLOW,)
-        if not args.ops:
-            ops = ops + CONTROLFLOW_OPS
+    if args.no_controlflow:
+        exts = tuple(e for e in EXTENSIONS if e != CONTROLFLOW)
+        ops = tuple(op for op in ops if op not in CONTROLFLOW_OPS)
     tests_dir = out / "tests"
     t0 = time.perf_counter()
     if not args.skip_generate:

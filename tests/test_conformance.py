@@ -2,11 +2,13 @@
 
 tosa_verif_build_tests generates, with a pinned seed and TOSA version 1.0.2, a sample of valid
 and ERROR_IF tests for every PRO-INT operator and the extensions EXT-INT16, EXT-INT4,
-EXT-DOUBLEROUND and EXT-INEXACTROUND (tests/conformance_suite.py: small shapes, one valid test
-per type combination, one ERROR_IF test per kind). The reference model computes the expected
-outputs; `npu-sim conformance` must then pass every valid test (bit-exact; RESCALE_INEXACT within
-its bounds) and refuse every ERROR_IF test: 100%, apart from the exceptions listed in
-KNOWN_EXCEPTIONS (and in the README).
+EXT-DOUBLEROUND, EXT-INEXACTROUND and EXT-CONTROLFLOW (tests/conformance_suite.py: the suite's
+selection criteria with small shapes, at most 2 tests per permutation, one ERROR_IF test per
+kind). The reference model computes the expected outputs; `npu-sim conformance` must then pass
+every valid test (bit-exact; RESCALE_INEXACT within its bounds) and refuse every ERROR_IF test:
+100%, apart from the exceptions listed in KNOWN_EXCEPTIONS (and in the README). The same sample
+runs again on a 2 KiB buffer, through Arm's runner (a few tests), and through the host CPU's
+sub-graph interpreter (which runs COND_IF / WHILE_LOOP bodies).
 """
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ from npu_sim.cli import main as cli_main
 # row in version 1.1 (version_added="1.1"); npu-sim implements 1.0 and refuses them.
 TOSA_1_1_ROWS = {("GATHER", "_b_"), ("SCATTER", "_b_")}
 KNOWN_EXCEPTIONS = "the type combination in_out_t=bool, index_t=int32 was added in TOSA 1.1"
-EXTENSIONS = {"tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround", "tosa-ext-inexactround"}
-OPERATORS = sorted(op.upper() for op in cs.PRO_INT_OPS)
+EXTENSIONS = {"tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround", "tosa-ext-inexactround",
+              "tosa-ext-controlflow"}
+OPERATORS = sorted(op.upper() for op in cs.SUITE_OPS)
 NO_ERROR_IF_TESTS = {"CONST", "IDENTITY"}        # the generator has no ERROR_IF tests for these
 
 
@@ -46,7 +49,7 @@ def suite(tmp_path_factory):
     except ImportError:
         pytest.skip("tosa_verif_build_tests (tosa-tools) is not installed")
     root = tmp_path_factory.mktemp("conformance")
-    cs.generate_sample(root / "tests", cs.PRO_INT_OPS, cs.SAMPLE_SEED, jobs=2)
+    cs.generate_sample(root / "tests", cs.SUITE_OPS, cs.SAMPLE_SEED, jobs=2)
     tests = conf.find_tests([root / "tests"])
     reference = cs.reference_outputs(tests, root / "expected", jobs=2)
     results = [r.to_json() for r in conf.run_tests(tests, None, root / "out", root / "expected", jobs=2)]
@@ -219,6 +222,103 @@ def test_arm_runner_drives_the_sut_module(suite, tmp_path):
     assert line, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "2 expected_pass, 1 expected_failure, 0 unexpected_pass, 0 unexpected_failure, " \
            "0 internal_error, 0 skipped" in line[0], proc.stdout[-3000:]
+
+
+# ---- control flow on the host CPU -----------------------------------------------------------
+
+def test_host_interpreter_runs_every_operator(suite):
+    """The host CPU's sub-graph interpreter (used for COND_IF / WHILE_LOOP bodies) on the main
+    graph of every valid sample test: it must match the reference model as the NPU does."""
+    from compiler.loader import load_model
+    from compiler.steps import graph_to_dict
+    from npu_sim.hostcpu import HostGraph, run_graph
+    problems, ran = [], 0
+    for t in suite["tests"]:
+        d = suite["descs"][str(t)]
+        if d.get("expected_failure"):
+            continue
+        g = load_model(t / d["tosa_file"])
+        inputs = conf.read_inputs(t, d, g)
+        regions = {k: HostGraph(json.loads(json.dumps(graph_to_dict(v)))) for k, v in g.regions.items()}
+        host = HostGraph(json.loads(json.dumps(graph_to_dict(g))))
+        outs = dict(zip(g.outputs, run_graph(host, [inputs[n] for n in g.inputs], regions)))
+        problem, _ = conf._compare(outs, conf.expected_files(t, d, suite["root"] / "expected"), d)
+        ran += 1
+        if problem:
+            problems.append(f"{t.name}: {problem}")
+    assert ran > 900 and not problems, "\n".join(problems[:20])
+
+
+def _attr(name, *args):
+    import tosa_serializer as ts
+    a = ts.TosaSerializerAttribute()
+    getattr(a, name)(*args)
+    return a
+
+
+def control_flow_graph():
+    """main: (n', x') = WHILE_LOOP(n, x); y = ADD(x', x); outputs n', x' and y.
+    COND: n > 0.  BODY: n - 1 and COND_IF(n > 2, x), THEN x + x, ELSE x - 1."""
+    import tosa_serializer as ts
+    DType, Op = ts.DType, ts.Op
+    ser = ts.TosaSerializer("", targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
+    n, x = ser.addPlaceholder([], DType.INT32, None), ser.addPlaceholder([4], DType.INT32, None)
+    n_out, x_out = ser.addIntermediate([], DType.INT32), ser.addIntermediate([4], DType.INT32)
+    ser.addOperator(Op.WHILE_LOOP, [n.name, x.name], [n_out.name, x_out.name],
+                    _attr("WhileLoopAttribute", "COND", "BODY"))
+    y = ser.addOutput([4], DType.INT32)
+    ser.addOperator(Op.ADD, [x_out.name, x.name], [y.name], _attr("AddAttribute"))
+    ser.addOutputTensor(n_out)
+    ser.addOutputTensor(x_out)
+
+    def region(name, *inputs):
+        ser.startRegion(name, "")
+        ser.addBasicBlock(name)
+        for t in inputs:
+            ser.addInputTensor(t)
+
+    def const(value, shape=()):
+        return ser.addConst(list(shape), DType.INT32, np.full(shape, value, np.int32))
+
+    region("COND", n, x)
+    c = ser.addOutput([], DType.BOOL)
+    ser.addOperator(Op.GREATER, [n.name, const(0).name], [c.name], _attr("GreaterAttribute"))
+    region("BODY", n, x)
+    n1, big, x1 = (ser.addIntermediate([], DType.INT32), ser.addIntermediate([], DType.BOOL),
+                   ser.addIntermediate([4], DType.INT32))
+    ser.addOperator(Op.SUB, [n.name, const(1).name], [n1.name], _attr("SubAttribute"))
+    ser.addOperator(Op.GREATER, [n.name, const(2).name], [big.name], _attr("GreaterAttribute"))
+    ser.addOperator(Op.COND_IF, [big.name, x.name], [x1.name], _attr("CondIfAttribute", "THEN", "ELSE"))
+    ser.addOutputTensor(n1)
+    ser.addOutputTensor(x1)
+    region("THEN", x)
+    t = ser.addOutput([4], DType.INT32)
+    ser.addOperator(Op.ADD, [x.name, x.name], [t.name], _attr("AddAttribute"))
+    region("ELSE", x)
+    e = ser.addOutput([4], DType.INT32)
+    ser.addOperator(Op.SUB, [x.name, const(1, (1,)).name], [e.name], _attr("SubAttribute"))
+    return ser.serialize(), [n.name, x.name], [n_out.name, x_out.name, y.name]
+
+
+@pytest.mark.parametrize("sram", ["1 MiB", "2 KiB"])
+def test_nested_control_flow_with_several_results(sram, tmp_path):
+    """A WHILE_LOOP with a COND_IF inside, two used results (packed, then copied out by the host)
+    and an NPU ADD on one of them; also through a saved .npub program."""
+    from compiler.loader import load_bytes
+    from npu_sim import api
+    from oracle import run_reference
+    buf, ins, outs = control_flow_graph()
+    feed = {ins[0]: np.array(5, np.int32), ins[1]: np.array([1, -2, 3, 100], np.int32)}
+    ref = run_reference(buf, feed, outs)
+    cfg = api.load_config("default").with_overrides({"sram.size": sram})
+    program = api.compile_model(load_bytes(buf, "cf.tosa"), cfg)
+    api.save_program(program, tmp_path / "cf.npub")
+    for prog in (program, api.load_program(tmp_path / "cf.npub")):
+        result = api.simulate(prog, cfg, feed)
+        for name in outs:
+            got = result.outputs[name]
+            assert got.dtype == ref[name].dtype and np.array_equal(got, ref[name]), name
+        assert result.report.operators == {"npu": 1, "host": 1}
 
 
 if __name__ == "__main__":  # pragma: no cover
