@@ -195,7 +195,7 @@ def test_random_and_nsga2_respect_budget_and_seed(tmp_path):
     ({"axes": {"sram.sise": [1]}}, "axes.sram.sise: not a key of the base config"),
     ({"axes": {"sram.size": []}}, "axes.sram.size: expected a non-empty list"),
     ({"axes": {"mac_array.rows,mac_array.cols": [[16, 16], [8]]}}, "axes.mac_array.rows,mac_array.cols[1]"),
-    ({"fixed": {"sram.size": 1}}, "fixed.sram.size: key set twice"),
+    ({"fixed": {"memories.system_sram.size": 1}}, "fixed.memories.system_sram.size: key set twice"),
     ({"objectives": {"speed": "min"}}, "objectives.speed: expected one of"),
     ({"constraints": ["power_mw < lots"]}, "constraints[0]: expected 'METRIC OP NUMBER'"),
     ({"strategy": {"kind": "random"}}, "strategy.budget: the random strategy needs a budget"),
@@ -216,8 +216,8 @@ def test_sweep_paths_relative_to_the_file_and_zoo_args(tmp_path):
     path.write_text(dump(small_sweep(networks=["m/net.tosa", "zoo:ds_cnn?channels=32"])))
     sweep = load_sweep(path)
     assert sweep.networks[0] == str(tmp_path / "m" / "net.tosa") and sweep.grid_size == 6
-    assert sweep.overrides((2, 1)) == {"dma.channels": 2, "sram.size": "32 KiB", "mac_array.rows": 8,
-                                       "mac_array.cols": 32}
+    assert sweep.overrides((2, 1)) == {"dma.channels": 2, "memories.system_sram.size": "2 MiB",
+                                       "mac_array.rows": 8, "mac_array.cols": 32}
     assert evaluate_point("edge-256", {}, "zoo:ds_cnn?channels=32")["status"] == "ok"
 
 
