@@ -9,6 +9,7 @@ sources taken before and after the run tells whether they changed meanwhile.
 from __future__ import annotations
 
 import hashlib
+import compileall
 import io
 import os
 import shutil
@@ -56,6 +57,9 @@ def snapshot(repo: Path, rev: str, cache: Path) -> tuple[str, Path]:
                 tar.extractall(tmp, filter="tar")
             else:
                 tar.extractall(tmp)
+        # Byte-compile as pip does for an installed package, so a machine that sets
+        # PYTHONDONTWRITEBYTECODE does not charge every timed run with compiling the sources.
+        compileall.compile_dir(str(tmp), quiet=1)
         (tmp / ".complete").write_text(sha + "\n")
         if dest.exists():
             shutil.rmtree(dest)
