@@ -8,8 +8,8 @@ sources taken before and after the run tells whether they changed meanwhile.
 """
 from __future__ import annotations
 
-import hashlib
 import compileall
+import hashlib
 import io
 import os
 import shutil
