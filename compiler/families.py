@@ -321,7 +321,41 @@ def resize(step: Step, ctx: Context):
     return space, "resize", attrs
 
 
-FAMILIES = {"CONV2D": conv2d, "DEPTHWISE_CONV2D": depthwise_conv2d,
+def conv3d(step: Step, ctx: Context):
+    """CONV3D on the MAC array: conv2d's iteration space with an output depth dimension."""
+    g, op = ctx.graph, step.main
+    n, d, h, w, ic = g.tensors[op.inputs[0]].shape
+    oc, kd, kh, kw, _ = g.tensors[op.inputs[1]].shape
+    _, od, oh, ow, _ = g.tensors[step.output].shape
+    sz, sy, sx = op.attrs["stride"]
+    dz, dy, dx = op.attrs["dilation"]
+    p_d, _, p_t, _, p_l, _ = op.attrs["pad"]
+
+    def spans(t):
+        return (window(t["od"][0], t["od"][1], sz, p_d, (kd - 1) * dz + 1, d),
+                window(t["oh"][0], t["oh"][1], sy, p_t, (kh - 1) * dy + 1, h),
+                window(t["ow"][0], t["ow"][1], sx, p_l, (kw - 1) * dx + 1, w))
+
+    space = TileSpace(
+        dims={"n": n, "od": od, "oh": oh, "ow": ow, "oc": oc, "ic": ic},
+        levels={"oc": 0, "oh": 0, "od": 1, "n": 1, "ow": 1, "ic": 2},
+        orders=[("oc", "n", "od", "oh", "ow", "ic"), ("n", "od", "oh", "ow", "oc", "ic")],
+        inputs=[ctx.operand("ifm", op.inputs[0], ("n", "od", "oh", "ow", "ic"),
+                            lambda t: (t["n"], *(s[:2] for s in spans(t)), t["ic"])),
+                ctx.operand("weights", op.inputs[1], ("oc", "ic"),
+                            lambda t: (t["oc"], (0, kd), (0, kh), (0, kw), t["ic"])),
+                ctx.operand("stage", stage_table_name(step), ("oc",),
+                            lambda t: (t["oc"], (0, STAGE_COLUMNS)))],
+        output=ctx.operand("ofm", step.output, ("n", "od", "oh", "ow", "oc"),
+                           lambda t: (t["n"], t["od"], t["oh"], t["ow"], t["oc"])),
+        reduction="ic", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4,
+        attrs=lambda t: {"pad": tuple(p for s in spans(t) for p in s[2:])},
+        work=lambda s: ctx.mac_work(s["n"] * s["od"] * s["oh"] * s["ow"], s["oc"],
+                                    s["ic"] * kd * kh * kw))
+    return space, "conv3d", _conv_attrs(g, step)
+
+
+FAMILIES = {"CONV2D": conv2d, "DEPTHWISE_CONV2D": depthwise_conv2d, "CONV3D": conv3d,
             "TRANSPOSE_CONV2D": transpose_conv2d, "MATMUL": matmul,
             "AVG_POOL2D": pool2d, "MAX_POOL2D": pool2d, "RESIZE": resize, "ARGMAX": argmax}
 FAMILIES.update({name: reduction for name in REDUCTIONS})

@@ -23,7 +23,7 @@ from .operands import DATA_MOVEMENT, ELEMENTWISE, OPERANDS, REDUCTIONS
 
 VECTOR_OPS = ELEMENTWISE | REDUCTIONS | {"AVG_POOL2D", "MAX_POOL2D", "RESIZE", "ARGMAX"}
 # MAC operators with a tiled lowering; the others run on the host CPU.
-TILED_MAC_OPS = {"CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "MATMUL"}
+TILED_MAC_OPS = {"CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "MATMUL"}
 
 
 @dataclass
@@ -105,7 +105,7 @@ def _fusable_rescale(graph: Graph, acc: str, users: list[Operator]) -> Operator 
 
 
 # MAC operators with a bias operand (input 2) that the output stage adds.
-BIASED_MAC_OPS = {"CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"}
+BIASED_MAC_OPS = {"CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"}
 
 
 def separate_dynamic_bias(graph: Graph) -> int:

@@ -96,6 +96,22 @@ def test_operator_conforms(suite, op):
     assert not problems, f"{len(problems)} of {len(rows)} {op} tests:\n" + "\n".join(problems)
 
 
+HOST_OPERATORS = {"GATHER", "SCATTER", "COND_IF", "WHILE_LOOP"}
+
+
+def test_operators_run_on_the_npu_except_the_host_ones(suite):
+    """Every operator runs on an NPU engine (MAC array, vector unit, DMA) except GATHER,
+    SCATTER and control flow, which the modelled host CPU runs."""
+    wrong = set()
+    for r in suite["results"]:
+        if r["status"] != "pass" or r["operator"] in ("CONST", "IDENTITY", "RESHAPE"):
+            continue       # (may compile to no operation at all)
+        on_host = r["host_ops"] > 0
+        if on_host != (r["operator"] in HOST_OPERATORS) or (not on_host and r["npu_ops"] < 1):
+            wrong.add((r["operator"], r["npu_ops"], r["host_ops"]))
+    assert not wrong, sorted(wrong)
+
+
 def test_sample_on_a_tiny_buffer(suite, tmp_path):
     """The same tests on a 2 KiB buffer: rows, channels and reductions split into many tiles and
     every intermediate spills to DRAM; the results must not change."""
