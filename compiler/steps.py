@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from isa.errors import UnsupportedError
+
 from .chains import data_inputs, fuse_chains, table_inputs
 from .ir import STORAGE, Graph, Operator, Tensor
 from .operands import DATA_MOVEMENT, ELEMENTWISE, OPERANDS, REDUCTIONS
@@ -226,7 +228,18 @@ def prepare_host_control_flow(graph: Graph) -> int:
     return count
 
 
+def refuse_variables(graph: Graph) -> None:
+    """EXT-VARIABLE (state kept across invocations) has no lowering yet: refuse it while
+    compiling, with a clear message, rather than fail while running."""
+    for op in graph.operators:
+        names = [n for n in op.inputs + op.outputs if n in graph.tensors]
+        if op.op.startswith("VARIABLE") or any(graph.tensors[n].variable for n in names):
+            raise UnsupportedError(f"operator {op.describe()}: variables (EXT-VARIABLE) are not "
+                                   "implemented by npu-sim's compiler yet")
+
+
 def plan_steps(graph: Graph) -> list[Step]:
+    refuse_variables(graph)
     separate_dynamic_bias(graph)
     prepare_host_control_flow(graph)
     consumers = graph.consumers()

@@ -337,5 +337,21 @@ def test_nested_control_flow_with_several_results(sram, tmp_path):
         assert result.report.operators == {"npu": 1, "host": 1}
 
 
+def test_variables_are_refused_while_compiling():
+    """EXT-VARIABLE has no conformance tests and no lowering: a clear refusal at compile time."""
+    import tosa_serializer as ts
+    from compiler.loader import load_bytes
+    from isa.errors import UnsupportedError
+    from npu_sim import api
+    ser = ts.TosaSerializer("", targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
+    x = ser.addPlaceholder([4], ts.DType.INT8, None)
+    v = ser.addIntermediate([4], ts.DType.INT8, False, True, "var0")
+    y = ser.addOutput([4], ts.DType.INT8)
+    ser.addOperator(ts.Op.VARIABLE_WRITE, [x.name], [v.name], _attr("VariableWriteAttribute"))
+    ser.addOperator(ts.Op.VARIABLE_READ, [v.name], [y.name], _attr("VariableReadAttribute"))
+    with pytest.raises(UnsupportedError, match="EXT-VARIABLE"):
+        api.compile_model(load_bytes(ser.serialize(), "var.tosa"), api.load_config("default"))
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
