@@ -17,7 +17,6 @@ STORAGE = {
     "shape": np.dtype(np.int64),
 }
 
-BITS = {"bool": 1, "int4": 4, "int8": 8, "int16": 16, "int32": 32, "int48": 48, "shape": 64}
 
 
 def itemsize(dtype: str) -> int:
