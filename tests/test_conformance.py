@@ -13,6 +13,7 @@ sub-graph interpreter (which runs COND_IF / WHILE_LOOP bodies).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -233,7 +234,9 @@ def test_arm_runner_drives_the_sut_module(suite, tmp_path):
     cmd = ["tosa_verif_run_tests", "--sut-module", "npu_sim.conformance_sut", "-r", "-t", str(tmp_path),
            "--ref-model-path", REF_MODEL, "-j", "1", "--profile", "tosa-pro-int", "--extension",
            *sorted(EXTENSIONS)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(cs.REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("Totals (npu_sim.conformance_sut)")]
     assert line, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "2 expected_pass, 1 expected_failure, 0 unexpected_pass, 0 unexpected_failure, " \
