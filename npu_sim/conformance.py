@@ -2,7 +2,8 @@
 
 A conformance test folder (as tosa_verif_build_tests / tosa_verif_conformance_generator write
 them with `--output-type binary`) holds `desc.json`, the graph (`test.tosa`) and its input data
-(`.npy`). Each test is loaded, validated and compiled for the chosen config and simulated on
+(`.npy`); the generator's default JSON form (`test.json`, `input-N.json`) is read too, the graph
+compiled with tosa-tools' flatc. Each test is loaded, validated and compiled for the chosen config and simulated on
 the bit-exact datapath; its outputs are written to `D/<test folder name>/<ofm_file>` with
 exactly the dtype the reference model writes (int48 as int64, bool as numpy bool).
 
@@ -28,7 +29,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor
@@ -94,7 +97,8 @@ def find_tests(paths) -> list[Path]:
 
 
 def load_desc(test_dir: Path) -> dict:
-    """desc.json, or desc_binary.json when the graph in desc.json is in JSON form."""
+    """desc.json, or desc_binary.json (tosa_verif_run_tests -b writes it) when the graph in
+    desc.json is in JSON form."""
     desc = json.loads((test_dir / "desc.json").read_text())
     if str(desc.get("tosa_file", "")).endswith(".json") and (test_dir / "desc_binary.json").is_file():
         desc = json.loads((test_dir / "desc_binary.json").read_text())
@@ -171,6 +175,12 @@ def read_inputs(test_dir: Path, desc: dict, graph) -> dict[str, np.ndarray]:
                 value = np.load(path, allow_pickle=False)
             except (OSError, ValueError) as exc:
                 raise InputError(f"{path}: cannot read as .npy ({exc})") from None
+        elif path.with_suffix(".json").is_file():            # JSON-form data
+            try:
+                j = json.loads(path.with_suffix(".json").read_text())
+                value = np.asarray(j["data"]).astype(j["type"])
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise InputError(f"{path.with_suffix('.json')}: cannot read ({exc})") from None
         elif "data_gen" in desc.get("meta", {}):
             value = _generate_input(desc, name)
         else:
@@ -264,6 +274,29 @@ def _write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
             os.replace(tmp, out_dir / file)
 
 
+def _tosa_tools_file(kind: str) -> Path:
+    from conformance import model_files as cmf
+    return Path(cmf.find_tosa_file(getattr(cmf.TosaFileType, kind), None))
+
+
+def json_graph_bytes(path: Path) -> bytes:
+    """A graph in JSON form (the conformance generator's default output), compiled to the
+    binary flatbuffer with the flatc and schema that tosa-tools ships."""
+    from isa.errors import ModelError
+    try:
+        flatc, schema = _tosa_tools_file("FLATC"), _tosa_tools_file("SCHEMA")
+    except ImportError as exc:  # pragma: no cover - tosa-tools layout change
+        raise ModelError(f"{path}: a JSON graph needs tosa-tools' flatc ({exc})") from None
+    with tempfile.TemporaryDirectory(prefix="npu_sim_json_") as tmp:
+        proc = subprocess.run([str(flatc), "-o", tmp, "--binary", str(schema), str(path)],
+                              capture_output=True, text=True)
+        out = Path(tmp) / (path.stem + ".tosa")
+        if proc.returncode or not out.is_file():
+            raise ModelError(f"{path}: flatc cannot convert the JSON graph: "
+                             f"{(proc.stderr or proc.stdout).strip()[:300]}")
+        return out.read_bytes()
+
+
 def run_graph(test_dir: Path, desc: dict, config):
     """Load, validate, compile and simulate one test. Returns the api.RunResult.
     Raises NpuSimError when npu-sim refuses the graph or its inputs."""
@@ -271,13 +304,13 @@ def run_graph(test_dir: Path, desc: dict, config):
     from isa.errors import ModelError
     from . import api
     path = test_dir / desc["tosa_file"]
-    if path.suffix == ".json":
-        raise ModelError(f"{path}: the graph is in JSON form; generate the tests with "
-                         "--output-type binary (or convert them with tosa_verif_run_tests -b)")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read ({exc.strerror})") from None
+    if path.suffix == ".json" and path.is_file():
+        data = json_graph_bytes(path)
+    else:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ModelError(f"{path}: cannot read ({exc.strerror})") from None
     graph = load_bytes(data, str(path))
     inputs = read_inputs(test_dir, desc, graph)
     program = api.compile_model(graph, config)

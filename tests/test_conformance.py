@@ -190,6 +190,31 @@ def test_cli(suite, tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_json_form(suite, tmp_path):
+    """Tests in the generator's default JSON form (test.json, input-N.json) run the same."""
+    from conformance import model_files as cmf
+    from json2fbbin import json2fbbin
+    from json2numpy import json2numpy
+    flatc = Path(cmf.find_tosa_file(cmf.TosaFileType.FLATC, None))
+    schema = Path(cmf.find_tosa_file(cmf.TosaFileType.SCHEMA, None))
+    picked = [_pick(suite, op, False) for op in ("CONV2D", "RESCALE", "COND_IF")]
+    for t in picked:
+        d = tmp_path / t.name
+        shutil.copytree(t, d)
+        desc = json.loads((d / "desc.json").read_text())
+        json2fbbin.fbbin_to_json(flatc, schema, d / desc["tosa_file"], d)
+        (d / desc["tosa_file"]).unlink()
+        for f in desc["ifm_file"]:
+            json2numpy.npy_to_json(d / f)
+            (d / f).unlink()
+        desc["tosa_file"] = "test.json"
+        (d / "desc.json").write_text(json.dumps(desc))
+    rows = [r.to_json() for r in conf.run_tests(conf.find_tests([tmp_path]), None, None,
+                                                 suite["root"] / "expected")]
+    assert len(rows) == 3 and all(r["status"] == "pass" and r["message"] != "no expected output"
+                                  for r in rows), rows
+
+
 def test_statuses(suite, tmp_path):
     """A valid test that is refused, and an ERROR_IF test that runs, both fail; a wrong
     expected output fails; a missing extension skips."""
