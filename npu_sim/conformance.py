@@ -2,10 +2,11 @@
 
 A conformance test folder (as tosa_verif_build_tests / tosa_verif_conformance_generator write
 them with `--output-type binary`) holds `desc.json`, the graph (`test.tosa`) and its input data
-(`.npy`); the generator's default JSON form (`test.json`, `input-N.json`) is read too, the graph
-compiled with tosa-tools' flatc. Each test is loaded, validated and compiled for the chosen config and simulated on
-the bit-exact datapath; its outputs are written to `D/<test folder name>/<ofm_file>` with
-exactly the dtype the reference model writes (int48 as int64, bool as numpy bool).
+(`.npy`); the generator's default JSON form (`test.json`, `input-N.json`) is read too, the
+graph compiled with tosa-tools' flatc. Each test is loaded, validated and compiled for the
+chosen config and simulated on the bit-exact datapath; its outputs are written to
+`D/<test folder name>/<ofm_file>` with exactly the dtype the reference model writes (int48 as
+int64, bool as numpy bool).
 
 Statuses (one per test, in the JSON report and the per-operator summary):
 
@@ -44,10 +45,6 @@ from isa.errors import InputError, NpuSimError
 
 STATUSES = ("pass", "fail", "refused", "error", "skipped")
 REF_RUNNER_SUFFIX = ".runner.tosa_refmodel_compliance_sut_run"
-
-# storage dtype of each TOSA dtype in .npy files, as the reference model writes them
-NPY_DTYPE = {"BOOL": np.bool_, "INT4": np.int8, "INT8": np.int8, "INT16": np.int16,
-             "INT32": np.int32, "INT48": np.int64, "SHAPE": np.int64}
 
 
 @dataclass

@@ -46,7 +46,7 @@ def _known_exception(row: dict) -> bool:
 def suite(tmp_path_factory):
     """Generate the sample, its expected outputs, and run it through npu-sim (2 processes)."""
     try:
-        import generator.tosa_verif_build_tests  # noqa: F401
+        import generator.tosa_verif_build_tests  # noqa: F401  (is the generator there?)
     except ImportError:
         pytest.skip("tosa_verif_build_tests (tosa-tools) is not installed")
     root = tmp_path_factory.mktemp("conformance")
