@@ -6,6 +6,7 @@ machine never infers hazards. Each engine runs its own commands in program order
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # Memory ids: 0 is the on-chip buffer; external memories follow in Program.memories order.
 ONCHIP = 0
@@ -17,9 +18,10 @@ BURST_BYTES = 32
 ITEMSIZE = {"bool": 1, "int4": 1, "int8": 1, "int16": 2, "int32": 4, "int48": 8, "int64": 8}
 
 
-@dataclass(frozen=True)
-class TensorView:
-    """A strided n-dimensional window onto one memory (byte strides, may be 0 or negative)."""
+class TensorView(NamedTuple):
+    """A strided n-dimensional window onto one memory (byte strides, may be 0 or negative).
+
+    A named tuple: programs hold tens of thousands of these, and tuples build fastest."""
 
     mem: int
     addr: int
