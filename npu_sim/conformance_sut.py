@@ -1,7 +1,7 @@
 """npu-sim as a system under test for Arm's TOSA conformance runner (tosa_verif_run_tests).
 
     tosa_verif_run_tests --sut-module npu_sim.conformance_sut -r -t DIR \\
-        --ref-model-path "$(python -c 'import npu_sim.conformance_sut as s; print(s.REF_MODEL)')" \\
+        --ref-model-path "$(command -v tosa_reference_model)" \\
         [--sut-module-args npu_sim.conformance_sut:config=edge-256] [-j N]
 
 The runner first runs the reference model in compliance mode on each valid test, then this
@@ -26,19 +26,6 @@ from isa.errors import NpuSimError
 from .conformance import _config, _write_outputs, run_graph
 
 
-def _ref_model() -> str:
-    try:
-        from importlib import metadata
-        f = Path(metadata.distribution("tosa-tools").locate_file("bin/tosa_reference_model"))
-        if f.is_file():
-            return str(f)
-    except Exception:  # pragma: no cover - unusual tosa-tools layout
-        pass
-    import shutil
-    return shutil.which("tosa_reference_model") or "tosa_reference_model"
-
-
-REF_MODEL = _ref_model()
 _LEVELS = {"EIGHTK": "8K", "8K": "8K", "NONE": "none"}
 
 

@@ -252,12 +252,12 @@ def test_arm_runner_drives_the_sut_module(suite, tmp_path):
     reference model's compliance run (tosa_verify), ERROR_IF tests are expected failures."""
     if shutil.which("tosa_verif_run_tests") is None:
         pytest.skip("tosa_verif_run_tests is not installed")
-    from npu_sim.conformance_sut import REF_MODEL
+    ref_model = shutil.which("tosa_reference_model")
     picked = [_pick(suite, "RESCALE", False), _pick(suite, "CONV2D", True), _pick(suite, "TABLE", False)]
     for t in picked:
         shutil.copytree(t, tmp_path / t.name)
     cmd = ["tosa_verif_run_tests", "--sut-module", "npu_sim.conformance_sut", "-r", "-t", str(tmp_path),
-           "--ref-model-path", REF_MODEL, "-j", "1", "--profile", "tosa-pro-int", "--extension",
+           "--ref-model-path", ref_model, "-j", "1", "--profile", "tosa-pro-int", "--extension",
            *sorted(EXTENSIONS)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(cs.REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
