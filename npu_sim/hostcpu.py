@@ -58,8 +58,6 @@ def run_host_op(op: str, inputs: list[np.ndarray], attrs: dict, out_dtypes: list
     raise UnsupportedError(f"the host CPU has no implementation of {op}")
 
 
-HOST_OPS = frozenset({"GATHER", "SCATTER", "CONV3D", "COND_IF", "WHILE_LOOP", "HOST_UNPACK"})
-
 
 # ---------------------------------------------------------------------------------------------
 # sub-graph interpreter
