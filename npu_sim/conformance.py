@@ -222,7 +222,7 @@ def _compare(actual: dict, expected: list[Path], desc: dict) -> tuple[str | None
     Integer compliance modes are EXACT (bit for bit, dtype and shape included) except
     RESCALE_INEXACT (EXT-INEXACTROUND): there the reference model's compliance run writes the
     lowest allowed value as the result and the highest as `bounds_<ofm_file>`, and any value in
-    between conforms, as tosa_verify checks it."""
+    between conforms, as Arm's verifier checks it."""
     problems, how = [], "bit-exact"
     for name, path in zip(desc.get("ofm_name", []), expected):
         want = np.load(path, allow_pickle=False)

@@ -1,11 +1,11 @@
 """npu-sim as a system under test for Arm's TOSA conformance runner (tosa_verif_run_tests).
 
     tosa_verif_run_tests --sut-module npu_sim.conformance_sut -r -t DIR \\
-        --ref-model-path "$(command -v tosa_reference_model)" \\
+        --ref-model-path <path of Arm's reference model binary> \\
         [--sut-module-args npu_sim.conformance_sut:config=edge-256] [-j N]
 
 The runner first runs the reference model in compliance mode on each valid test, then this
-module, then compares the two with tosa_verify. For every test this module loads, validates,
+module, then compares the two with Arm's verifier. For every test this module loads, validates,
 compiles and simulates the graph with npu-sim (config `default` unless `config=` is given; the
 level follows the runner's --tosa-level) and writes an .npy for every ofm_file into the test
 folder, in exactly the reference model's dtype. A graph npu-sim refuses (an NpuSimError: model,
