@@ -93,6 +93,8 @@ def compile_graph(graph: Graph, config, model_name: str = "", timing: dict | Non
         segments=[Segment(m, a, d) for m, a, d in placement.const_segments()],
         inputs=[Binding(n, placement.view(n)) for n in graph.inputs],
         outputs=[Binding(n, placement.view(n)) for n in graph.outputs],
+        variables=[Binding(graph.tensors[n].variable_name or n, placement.view(n))
+                   for n in placement.variables],
         layers=layers,
         meta={"model": model_name, "config": config.name, "config_fingerprint": config.fingerprint(),
               "clock_mhz": config.clock_mhz, "resident_fraction": RESIDENT_FRACTION,

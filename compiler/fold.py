@@ -50,7 +50,8 @@ def fold_constants(graph: Graph) -> int:
     folded, keep = 0, []
     for op in graph.operators:
         data_inputs = op.inputs if op.op == "CONCAT" else op.inputs[:1]
-        if op.op in _FOLDABLE and data_inputs and all(graph.tensors[n].is_const for n in op.inputs):
+        if op.op in _FOLDABLE and data_inputs and not op.is_variable_access \
+                and all(graph.tensors[n].is_const for n in op.inputs):
             out = graph.tensors[op.outputs[0]]
             if out.name not in graph.outputs:
                 out.data = np.ascontiguousarray(evaluate_layout(graph, op), dtype=STORAGE[out.dtype])
@@ -66,7 +67,7 @@ def remove_noop_reshapes(graph: Graph) -> int:
     removed, keep, rename = 0, [], {}
     for op in graph.operators:
         op.inputs = [rename.get(n, n) for n in op.inputs]
-        if op.op in ("RESHAPE", "IDENTITY") and not op.attrs.get("variable_read") \
+        if op.op in ("RESHAPE", "IDENTITY") and not op.is_variable_access \
                 and op.outputs[0] not in graph.outputs:
             src, dst = graph.tensors[op.inputs[0]], graph.tensors[op.outputs[0]]
             if src.shape == dst.shape and src.dtype == dst.dtype:

@@ -42,7 +42,7 @@ class Tensor:
 
     @property
     def is_const(self) -> bool:
-        return self.data is not None
+        return self.data is not None and not self.variable   # a variable's data is its initial value
 
 
 @dataclass
@@ -53,6 +53,11 @@ class Operator:
     attrs: dict = field(default_factory=dict)
     location: str = ""                   # frontend location text, if any
     index: int = -1                      # position in the source block, for messages
+
+    @property
+    def is_variable_access(self) -> bool:
+        return self.op in ("VARIABLE_READ", "VARIABLE_WRITE") or bool(
+            self.attrs.get("variable_read") or self.attrs.get("variable_write"))
 
     def describe(self) -> str:
         where = f"#{self.index} " if self.index >= 0 else ""

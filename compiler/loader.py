@@ -60,8 +60,14 @@ def _attribute_fields(cls) -> list[tuple[str, str, bool]]:
 _ATTR_CLASS_CACHE: dict[str, tuple[type, list]] = {}
 
 
+_VARIABLE_ACCESS = {"VariableReadAttribute": "variable_read",
+                    "VariableWriteAttribute": "variable_write"}
+
+
 def _read_attributes(op_fb) -> dict:
     kind = ATTRIBUTE_NAMES.get(op_fb.AttributeType(), "NONE")
+    if kind in _VARIABLE_ACCESS:            # IDENTITY on a variable, as tosa-opt writes it
+        return {_VARIABLE_ACCESS[kind]: True}
     if kind == "NONE" or op_fb.Attribute() is None:
         return {}
     if kind not in _ATTR_CLASS_CACHE:

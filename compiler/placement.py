@@ -79,6 +79,14 @@ class Placement:
         # Feature maps share the memory with the weights when the config says so.
         fm_base = weights_cursor if self.fm_id == self.weights_id else 0
         fm = IntervalAllocator(memory_sizes[self.memories[self.fm_id - 1]] - fm_base, fm_base)
+        # Variables keep their state from run to run: storage of their own, never reused.
+        self.variables = [n for n, t in g.tensors.items() if t.variable]
+        for name in self.variables:
+            addr = fm.place(g.tensors[name].nbytes, -1, end)
+            if addr is None:
+                raise DoesNotFitError(f"variable '{name}' does not fit in "
+                                      f"{self.memories[self.fm_id - 1]} ({fm.capacity} B)")
+            self.loc[name] = Location(self.fm_id, addr)
         order = [n for n in g.inputs] + [self.root(s.output) for s in steps if s.kind != "alias"]
         for name in order:
             if name in self.loc:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from isa.errors import UnsupportedError
 
 from .chains import data_inputs, fuse_chains, table_inputs
 from .ir import STORAGE, Graph, Operator, Tensor
@@ -84,6 +83,8 @@ def stage_table_name(step: Step) -> str:
 
 
 def _kind(op: Operator) -> str:
+    if op.is_variable_access:
+        return "dma"                   # a copy between the variable's storage and a tensor
     if op.op in TILED_MAC_OPS:
         return "mac"
     if op.op in VECTOR_OPS:
@@ -228,25 +229,14 @@ def prepare_host_control_flow(graph: Graph) -> int:
     return count
 
 
-def refuse_variables(graph: Graph) -> None:
-    """EXT-VARIABLE (state kept across invocations) has no lowering yet: refuse it while
-    compiling, with a clear message, rather than fail while running."""
-    for op in graph.operators:
-        names = [n for n in op.inputs + op.outputs if n in graph.tensors]
-        if op.op.startswith("VARIABLE") or any(graph.tensors[n].variable for n in names):
-            raise UnsupportedError(f"operator {op.describe()}: variables (EXT-VARIABLE) are not "
-                                   "implemented by npu-sim's compiler yet")
-
-
 def plan_steps(graph: Graph) -> list[Step]:
-    refuse_variables(graph)
     separate_dynamic_bias(graph)
     prepare_host_control_flow(graph)
     consumers = graph.consumers()
     fused: set[int] = set()
     steps = []
     for op in graph.operators:
-        if id(op) in fused or op.op in ("CONST", "CONST_SHAPE"):
+        if id(op) in fused or op.op in ("CONST", "CONST_SHAPE", "VARIABLE"):
             continue
         step = (HostOutputStep if op.op == HOST_UNPACK else Step)(_kind(op), op)
         if step.kind == "mac":

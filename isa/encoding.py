@@ -198,6 +198,7 @@ def encode(program: Program) -> bytes:
         "memories": program.memories, "memory_sizes": program.memory_sizes,
         "inputs": [{"name": b.name, "view": _view_json(b.view)} for b in program.inputs],
         "outputs": [{"name": b.name, "view": _view_json(b.view)} for b in program.outputs],
+        "variables": [{"name": b.name, "view": _view_json(b.view)} for b in program.variables],
         "layers": [vars(layer) for layer in program.layers],
         "meta": program.meta,
     }
@@ -251,4 +252,5 @@ def decode(data: bytes, source: str = "<bytes>") -> Program:
         segments=segments,
         inputs=[Binding(b["name"], _view_from(b["view"])) for b in meta["inputs"]],
         outputs=[Binding(b["name"], _view_from(b["view"])) for b in meta["outputs"]],
-        layers=[Layer(**d) for d in meta["layers"]], meta=meta["meta"])
+        layers=[Layer(**d) for d in meta["layers"]], meta=meta["meta"],
+        variables=[Binding(b["name"], _view_from(b["view"])) for b in meta.get("variables", [])])

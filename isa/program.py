@@ -45,6 +45,7 @@ class Program:
     outputs: list[Binding]
     layers: list[Layer]
     meta: dict = field(default_factory=dict)   # model, config name and fingerprint, compiler options
+    variables: list[Binding] = field(default_factory=list)   # state kept from run to run
 
     def memory_name(self, mem: int) -> str:
         return "onchip" if mem == 0 else self.memories[mem - 1]

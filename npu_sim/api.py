@@ -43,6 +43,11 @@ class RunResult:
     program: Program
     sim: SimResult | None = None       # per-command start/end/costs, for traces
 
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """Variables (EXT-VARIABLE) after the run; pass to simulate(state=...) to continue."""
+        return self.sim.state if self.sim is not None else {}
+
 
 def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
                   use_cache: bool = True) -> Program:
@@ -110,8 +115,12 @@ def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def simulate(program: Program, config: HardwareConfig, inputs: dict | None = None,
-             timing_only: bool = False, seed: int = 0) -> RunResult:
+             timing_only: bool = False, seed: int = 0,
+             state: dict[str, np.ndarray] | None = None) -> RunResult:
+    """Run a program once. `state` carries variables over from an earlier run's result.state
+    (a Machine run repeatedly keeps them by itself)."""
     machine = Machine(program, config)
+    machine.state = dict(state or {})
     values = None
     if not timing_only:
         values = random_inputs(program, seed)

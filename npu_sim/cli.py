@@ -34,6 +34,23 @@ def _parse_inputs(pairs: list[str]) -> dict[str, np.ndarray]:
     return inputs
 
 
+def _load_state(path: str) -> dict[str, np.ndarray] | None:
+    """Variables saved by an earlier `run --state`; none yet means the initial values."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--state {path}: cannot read as .npz ({exc})") from None
+
+
+def _save_state(state: dict[str, np.ndarray], path: Path) -> None:
+    tmp = path.with_name(path.name + ".part.npz")
+    np.savez(tmp, **state)
+    os.replace(tmp, path)
+
+
 def _is_program(path: str) -> bool:
     try:
         with open(path, "rb") as f:
@@ -86,7 +103,9 @@ def cmd_run(args) -> int:
                              f"{', '.join(sorted(known))})")
     if args.trace_coarse and not args.trace:
         raise InputError("--trace-coarse: give the trace file with --trace FILE.json")
-    result = api.simulate(program, cfg, inputs, timing_only=args.timing_only, seed=args.seed)
+    state = _load_state(args.state) if args.state else None
+    result = api.simulate(program, cfg, inputs, timing_only=args.timing_only, seed=args.seed,
+                          state=state)
     report = result.report
     if args.report:
         Path(args.report).write_text(report.to_json())
@@ -96,6 +115,8 @@ def cmd_run(args) -> int:
         from .trace import write_trace
         trace_size = write_trace(args.trace, program, cfg, result.sim, report, args.trace_coarse)
     written = [] if args.timing_only else _write_outputs(result.outputs, Path(args.output_dir))
+    if args.state and not args.timing_only and result.state:
+        _save_state(result.state, Path(args.state))
     sys.stdout.write(report.to_text())
     if args.timeline:
         from .timeline import render_timeline
@@ -145,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timing-only", action="store_true", help="simulate timing and energy "
                    "without computing values")
     r.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    r.add_argument("--state", metavar="STATE.npz", help="variables (EXT-VARIABLE) to start from, "
+                   "if the file exists, and where to save them after the run")
     r.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace: one "
                    "slice per command on each engine (ui.perfetto.dev, or npu-sim view)")
     r.add_argument("--trace-coarse", action="store_true", help="with --trace: one slice per "

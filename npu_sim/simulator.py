@@ -33,6 +33,7 @@ class SimResult:
     costs: list[Cost]
     engines: dict[str, list[int]]        # engine -> command ids in order
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    state: dict[str, np.ndarray] = field(default_factory=dict)   # variables after the run
 
 
 class Machine:
@@ -42,6 +43,9 @@ class Machine:
         self.engines: dict[str, list] = {}
         for cmd in program.commands:
             self.engines.setdefault(cmd.engine, []).append(cmd)
+        # Variables (EXT-VARIABLE) persist from one run of this machine to the next; the first
+        # run starts from the initial values in the program image.
+        self.state: dict[str, np.ndarray] = {}
 
     def _memories(self, inputs: dict[str, np.ndarray]) -> Memories:
         mem = Memories(self.program.memories, self.program.memory_sizes)
@@ -59,6 +63,15 @@ class Machine:
                 raise InputError(f"input '{binding.name}': dtype {value.dtype}, the graph expects "
                                  f"{np.dtype(STORAGE[view.dtype])} (TOSA {view.dtype})")
             mem.array(view)[...] = value
+        for binding in self.program.variables:
+            if binding.name in self.state:
+                value = np.asarray(self.state[binding.name])
+                want = np.dtype(STORAGE[binding.view.dtype])
+                if tuple(value.shape) != tuple(binding.view.shape) or value.dtype != want:
+                    raise InputError(f"state of variable '{binding.name}': {value.dtype}"
+                                     f"{list(value.shape)}, the program holds {want}"
+                                     f"{list(binding.view.shape)}")
+                mem.array(binding.view)[...] = value
         return mem
 
     def run(self, inputs: dict[str, np.ndarray] | None = None, compute_values: bool = True,
@@ -112,6 +125,8 @@ class Machine:
                            {k: [c.id for c in v] for k, v in self.engines.items()})
         if mem is not None:
             result.outputs = {b.name: mem.array(b.view).copy() for b in self.program.outputs}
+            self.state = {b.name: mem.array(b.view).copy() for b in self.program.variables}
+            result.state = dict(self.state)
         return result
 
 

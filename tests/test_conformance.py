@@ -365,8 +365,9 @@ def test_nested_control_flow_with_several_results(sram, tmp_path):
         assert result.report.operators == {"npu": 1, "host": 1}
 
 
-def test_variables_are_refused_while_compiling():
-    """EXT-VARIABLE has no conformance tests and no lowering: a clear refusal at compile time."""
+def test_variables_need_the_extension():
+    """A config without EXT-VARIABLE (edge-256) refuses variables with a clear message; the
+    default config runs them (tests/test_variables.py)."""
     import tosa_serializer as ts
     from compiler.loader import load_bytes
     from isa.errors import UnsupportedError
@@ -378,7 +379,7 @@ def test_variables_are_refused_while_compiling():
     ser.addOperator(ts.Op.VARIABLE_WRITE, [x.name], [v.name], _attr("VariableWriteAttribute"))
     ser.addOperator(ts.Op.VARIABLE_READ, [v.name], [y.name], _attr("VariableReadAttribute"))
     with pytest.raises(UnsupportedError, match="EXT-VARIABLE"):
-        api.compile_model(load_bytes(ser.serialize(), "var.tosa"), api.load_config("default"))
+        api.compile_model(load_bytes(ser.serialize(), "var.tosa"), api.load_config("edge-256"))
 
 
 if __name__ == "__main__":  # pragma: no cover
