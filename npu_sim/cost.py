@@ -116,6 +116,14 @@ class CostModel:
         cycles = math.ceil(work / self.cfg.vector_unit.lanes)
         return Cost(PIPELINE_LATENCY, max(cycles, self._sram_cycles(cmd), 1), (0,), elements=work)
 
+    def host_with_work(self, cmd: Compute, elements: int) -> Cost:
+        """A host command's cost once its run is known: control flow adds the elements its
+        sub-graphs computed, loop iterations included."""
+        base = self._host(cmd)
+        extra = elements / self.cfg.cpu_baseline.ops_per_cycle * self.cpu_ratio
+        return Cost(base.setup, base.busy + math.ceil(extra), base.ports, base.macs,
+                    base.elements + elements)
+
     def _host(self, cmd: Compute) -> Cost:
         cpu = self.cfg.cpu_baseline
         moved = sum(v.nbytes for v in cmd.inputs.values()) + sum(

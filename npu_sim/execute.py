@@ -103,15 +103,19 @@ def _vector(cmd: Compute, x: dict, out: np.ndarray):
                              in_size=a["in_size"], out_dtype=out.dtype)
 
 
-def _host(cmd: Compute, x: dict, outs: dict):
-    from .hostcpu import run_host_op
+def _host(cmd: Compute, x: dict, outs: dict) -> int:
+    """Run a host operator; returns the elements its sub-graphs computed (0 without any)."""
+    from .hostcpu import Meter, run_host_op
+    Meter.elements = 0
     results = run_host_op(cmd.attrs["tosa_op"], [x[f"in{i}"] for i in range(len(x))], cmd.attrs,
                           [o.dtype for o in outs.values()])
     for o, r in zip(outs.values(), results):
         o[...] = r
+    return Meter.elements
 
 
-def execute(cmd, mem: Memories):
+def execute(cmd, mem: Memories) -> int:
+    """Apply a command to the memories; a host command returns the sub-graph work it did."""
     if isinstance(cmd, DmaCopy):
         mem.array(cmd.dst)[...] = mem.array(cmd.src)
     elif isinstance(cmd, DmaFill):
@@ -126,4 +130,5 @@ def execute(cmd, mem: Memories):
         elif cmd.unit == "vector":
             _vector(cmd, x, next(iter(outs.values())))
         else:
-            _host(cmd, x, outs)
+            return _host(cmd, x, outs)
+    return 0

@@ -22,6 +22,12 @@ STORAGE = {"bool": np.bool_, "int4": np.int8, "int8": np.int8, "int16": np.int16
 MAX_ITERATIONS = 1 << 20          # a WHILE_LOOP that runs longer is taken as non-terminating
 
 
+class Meter:
+    """Counts the elements the host computes, so a loop's time follows its iterations."""
+
+    elements = 0
+
+
 def _scalar(x) -> int:
     return int(np.asarray(x).reshape(-1)[0])
 
@@ -116,6 +122,7 @@ def run_graph(g: HostGraph, inputs: list, regions: dict | None = None) -> list[n
         for o in pending:
             if all(n in values for n in o[1]):
                 for name, r in zip(o[2], _evaluate(g, o, values, regions)):
+                    Meter.elements += np.size(r)
                     values[name] = np.asarray(r).astype(STORAGE[g.dtypes[name]], copy=False) \
                         .reshape(g.shapes[name])
             else:

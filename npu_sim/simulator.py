@@ -92,8 +92,13 @@ class Machine:
                 for d in cmd.deps:
                     if not done[d].processed:
                         yield done[d]
-                c = costs[cmd.id]
                 start[cmd.id] = env.now
+                host_done = False
+                if mem is not None and getattr(cmd, "unit", "") == "host":
+                    # The host runs the operator first: its time depends on the work it did.
+                    costs[cmd.id] = self.cost_model.host_with_work(cmd, execute(cmd, mem))
+                    host_done = True
+                c = costs[cmd.id]
                 # Setup and latency overlap the previous command's work (descriptors are
                 # prefetched, requests pipelined) once this command's inputs are ready.
                 ready = max((int(end[d]) for d in cmd.deps), default=0)
@@ -113,7 +118,7 @@ class Machine:
                     yield env.timeout(c.busy * (i + 1) // bursts - c.busy * i // bursts)
                     for p, req in held:
                         ports[p].release(req)
-                if mem is not None:
+                if mem is not None and not host_done:
                     execute(cmd, mem)
                 end[cmd.id] = env.now
                 done[cmd.id].succeed()

@@ -365,6 +365,21 @@ def test_nested_control_flow_with_several_results(sram, tmp_path):
         assert result.report.operators == {"npu": 1, "host": 1}
 
 
+def test_loop_time_follows_its_iterations():
+    """The host runs a WHILE_LOOP before costing it, so more iterations take more cycles (and
+    --timing-only, with no values, costs the command without its loop)."""
+    from compiler.loader import load_bytes
+    from npu_sim import api
+    buf, ins, outs = control_flow_graph()
+    cfg = api.load_config("default")
+    program = api.compile_model(load_bytes(buf, "cf.tosa"), cfg)
+    x = np.array([1, -2, 3, 100], np.int32)
+    cycles = [api.simulate(program, cfg, {ins[0]: np.array(n, np.int32), ins[1]: x}).report.cycles
+              for n in (0, 3, 30)]
+    assert cycles[0] < cycles[1] < cycles[2]
+    assert api.simulate(program, cfg, timing_only=True).report.cycles <= cycles[0]
+
+
 def test_variables_need_the_extension():
     """A config without EXT-VARIABLE (edge-256) refuses variables with a clear message; the
     default config runs them (tests/test_variables.py)."""
