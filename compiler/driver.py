@@ -52,7 +52,7 @@ def macs_of(graph: Graph, step: Step) -> int:
     return 0
 
 
-def compile_graph(graph: Graph, config, model_name: str = "", timing: dict | None = None) -> Program:
+def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     """Compile a loaded graph for `config` (npu_sim.config.HardwareConfig)."""
     validate(graph, config.tosa.profile, config.tosa.extensions, config.tosa.level)
     fold_constants(graph)
@@ -105,12 +105,12 @@ def compile_graph(graph: Graph, config, model_name: str = "", timing: dict | Non
 def _min_bytes(graph: Graph, step: Step, placement: Placement) -> dict[str, int]:
     """Bytes this step must move across each external memory even with unlimited buffering:
     its constants, and graph inputs/outputs it reads or writes."""
-    io = set(graph.inputs) | set(graph.outputs)
+    io = {placement.root(n) for n in graph.inputs + graph.outputs}
     need: dict[str, int] = {}
     for name in set(step.inputs) | {step.output}:
         root = placement.root(name)
         t = graph.tensors[root]
-        if t.is_const or root in io or placement.root(name) in {placement.root(n) for n in io}:
+        if t.is_const or root in io:
             mem = placement.memories[placement.location(name).mem - 1]
             need[mem] = need.get(mem, 0) + t.nbytes
     return need
