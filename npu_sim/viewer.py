@@ -56,7 +56,7 @@ def compact(trace: dict) -> dict:
             row.update(name=str(ev.get("name", "")), ops=args.get("ops", ""),
                        unit=args.get("unit", ""), start=args.get("start_cycle"),
                        end=args.get("end_cycle"), macs=args.get("macs"),
-                       cycles=args.get("cycles"))
+                       cycles=args.get("cycles"), util=args.get("mac_utilization"))
         elif ph == "X":
             s = args.get("start_cycle", cyc(ev.get("ts", 0)))
             e = args.get("end_cycle", cyc(ev.get("ts", 0) + ev.get("dur", 0)))
@@ -92,7 +92,9 @@ def compact(trace: dict) -> dict:
                       "unit": row.get("unit", ""), "start": s, "end": e,
                       # the run's critical-path advance when the trace carries it, else the span
                       "cycles": row["cycles"] if row.get("cycles") is not None else e - s,
-                      "macs": macs, "util": macs / ((e - s) * macs_per_cycle)
+                      # the report's figure (the array's use while on this layer) when given
+                      "macs": macs, "util": row["util"] if row.get("util") is not None
+                      else macs / ((e - s) * macs_per_cycle)
                       if macs_per_cycle and e > s else 0.0,
                       "bytes": row.get("bytes", 0), "commands": row.get("commands", 0)})
     order = engine_order([threads.get(t, str(t)) for t in lanes])
