@@ -197,6 +197,10 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("npu-sim: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:          # an output path that cannot be written, a full disk, ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"npu-sim: file error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:
         return 0
 

@@ -85,6 +85,8 @@ def _truncated_model(tmp_path):
       f"{IN_NAME}={DATA / 'attn_block' / 'input-0.npy'}"], "shape"),
     (["run", "WIDE", "--config", "TINY"], "does not fit"),
     (["disasm", SMALL / "model.tosa"], "not an npu-sim program"),
+    (["run", SMALL / "model.tosa", "--report", "/proc/no-such-dir/r.json"], "file error"),
+    (["compile", SMALL / "model.tosa", "-o", "/proc/no-such-dir/p.npub"], "file error"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     tiny = tmp_path / "tiny.yaml"
