@@ -17,7 +17,7 @@ from .opcodes import check
 from .program import Binding, Layer, Program, Segment
 
 MAGIC = b"NPUB"
-VERSION = (1, 0)
+VERSION = (2, 0)          # 2.0: a string table per command section, one record per view
 _DTYPES = ["bool", "int4", "int8", "int16", "int32", "int48", "int64"]
 _UNITS = ["mac", "vector", "host"]
 _KIND_COPY, _KIND_FILL, _KIND_COMPUTE = 1, 2, 3
@@ -25,25 +25,35 @@ _T_INT, _T_BOOL, _T_STR, _T_INTS, _T_FLOAT, _T_NONE = range(6)
 
 
 class _Writer:
+    """Writes typed fields; strings go to a table and are written as indices into it."""
+
     def __init__(self):
         self.buf = io.BytesIO()
+        self.strings: dict[str, int] = {}
 
     def pack(self, fmt, *values):
         self.buf.write(struct.pack("<" + fmt, *values))
 
     def string(self, s: str):
-        b = s.encode()
-        self.pack("H", len(b))
-        self.buf.write(b)
+        self.pack("I", self.strings.setdefault(s, len(self.strings)))
 
     def ints(self, values):
         self.pack("H", len(values))
         self.pack(f"{len(values)}q", *values)
 
     def view(self, v: TensorView):
-        self.pack("BQB", v.mem, v.addr, _DTYPES.index(v.dtype))
-        self.ints(v.shape)
-        self.ints(v.strides)
+        rank = len(v.shape)
+        self.pack(f"BQBB{2 * rank}q", v.mem, v.addr, _DTYPES.index(v.dtype), rank, *v.shape,
+                  *v.strides)
+
+    def table(self) -> bytes:
+        out = io.BytesIO()
+        out.write(struct.pack("<I", len(self.strings)))
+        for s in self.strings:               # insertion order = index order
+            b = s.encode()
+            out.write(struct.pack("<I", len(b)))
+            out.write(b)
+        return out.getvalue()
 
     def value(self, x):
         if x is None:
@@ -79,6 +89,14 @@ class _Reader:
 
     def __init__(self, data: bytes):
         self.data, self.pos = bytes(data), 0
+        self.strings: list[str] = []
+
+    def read_table(self):
+        (n,) = self.unpack("I")
+        for _ in range(n):
+            (size,) = self.unpack("I")
+            self.strings.append(self.data[self.pos:self.pos + size].decode())
+            self.pos += size
 
     def unpack(self, fmt):
         s = _struct(fmt)
@@ -87,21 +105,16 @@ class _Reader:
         return values
 
     def string(self) -> str:
-        (n,) = self.unpack("H")
-        b = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return b.decode()
+        return self.strings[self.unpack("I")[0]]
 
     def ints(self) -> tuple[int, ...]:
         (n,) = self.unpack("H")
         return self.unpack(f"{n}q") if n else ()
 
     def view(self) -> TensorView:
-        mem, addr, dt, rank = self.unpack("BQBH")
-        shape = self.unpack(f"{rank}q") if rank else ()
-        (rank2,) = self.unpack("H")
-        strides = self.unpack(f"{rank2}q") if rank2 else ()
-        return TensorView(mem, addr, shape, strides, _DTYPES[dt])
+        mem, addr, dt, rank = self.unpack("BQBB")
+        dims = self.unpack(f"{2 * rank}q") if rank else ()
+        return TensorView(mem, addr, dims[:rank], dims[rank:], _DTYPES[dt])
 
     def value(self):
         (tag,) = self.unpack("B")
@@ -148,11 +161,12 @@ def _encode_commands(commands) -> bytes:
             for name, x in c.attrs.items():
                 w.string(name)
                 w.value(x)
-    return w.buf.getvalue()
+    return w.table() + w.buf.getvalue()
 
 
 def _decode_commands(data: bytes):
     r = _Reader(data)
+    r.read_table()
     (n,) = r.unpack("I")
     commands = []
     for _ in range(n):
@@ -223,7 +237,7 @@ def decode(data: bytes, source: str = "<bytes>") -> Program:
     try:
         major, minor, count = struct.unpack_from("<HHI", data, 4)
         if major != VERSION[0]:
-            raise ProgramError(f"{source}: program format {major}.{minor}, this npu-sim reads "
+            raise ProgramError(f"program format {major}.{minor}, this npu-sim reads "
                                f"{VERSION[0]}.x; recompile the model")
         pos, sections = 12, {}
         for _ in range(count):
