@@ -446,18 +446,23 @@ def load_config(path_or_name: str | os.PathLike | None = None) -> HardwareConfig
         path = preset_path(path_or_name)
     else:
         path = Path(path_or_name)
+    return _build(read_yaml(path, "config file"), str(path))
+
+
+def read_yaml(path: Path, what: str):
+    """The YAML document at `path`, with duplicate keys refused; every failure a ConfigError
+    that names the file (and the line, for syntax errors)."""
     source = str(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{source}: file not found") from None
+        raise ConfigError(f"{source}: {what} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{source}: cannot read config file ({exc.__class__.__name__}: {exc})") from None
+        raise ConfigError(f"{source}: cannot read {what} ({exc.__class__.__name__}: {exc})") from None
     try:
-        data = yaml.load(text, Loader=_Loader)
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{source}: {where}invalid YAML: {' '.join(str(problem).split())}") from None
-    return _build(data, source)

@@ -22,11 +22,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from isa.errors import ConfigError
 
-from ..config import HardwareConfig, _Checker, _Loader, load_config
+from ..config import HardwareConfig, _Checker, load_config, read_yaml
 
 # name -> (sense of "better", unit); per network and, over several networks, per design (pareto.aggregate)
 METRICS = {
@@ -232,14 +230,5 @@ def sweep_from_dict(data, source: str = "<dict>", root: Path | None = None) -> S
 
 def load_sweep(path) -> Sweep:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: sweep file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read sweep file ({exc})") from None
-    try:
-        data = yaml.load(text, Loader=_Loader)  # the config loader: rejects duplicate keys
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+    data = read_yaml(path, "sweep file")
     return sweep_from_dict(data, str(path), path.resolve().parent)
