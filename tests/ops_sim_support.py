@@ -20,7 +20,7 @@ import compiler.lower
 from compiler.loader import load_bytes
 from isa.errors import DoesNotFitError
 from npu_sim.api import compile_model, load_config, simulate
-from oracle import DType, GraphBuilder
+from oracle import DType, GraphBuilder, fit_pad  # noqa: F401  (fit_pad is re-exported)
 
 # --------------------------------------------------------------------------------------------
 # configs and the compare-against-reference harness
@@ -187,15 +187,6 @@ def clamp(g, src, shape, dt, lo, hi, output=True):
     return out
 
 
-def fit_pad(rng, size, k_eff, stride, max_pad):
-    """(lo, hi) padding with (size + lo + hi - k_eff) divisible by stride (TOSA needs exact)."""
-    lo = int(rng.integers(0, max_pad + 1))
-    hi = int(rng.integers(0, max_pad + 1))
-    span = size + lo + hi - k_eff
-    if span < 0:
-        hi -= span
-        span = 0
-    return lo, hi + (-span) % stride
 
 
 def stage_params(rng, bound, n, scale32=True, out_bits=(5, 10)):

@@ -159,3 +159,14 @@ def run_single_op(op, inputs, outputs, attr=None, level="EIGHTK"):
     g.op(op, names, outs, attr)
     res = g.run(level=level)
     return [res[n] for n in outs]
+
+
+def fit_pad(rng, size, k_eff, stride, max_pad):
+    """Random (lo, hi) pads with (size + lo + hi - k_eff) divisible by stride (TOSA needs exact)."""
+    lo = int(rng.integers(0, max_pad + 1))
+    hi = int(rng.integers(0, max_pad + 1))
+    span = size + lo + hi - k_eff
+    if span < 0:
+        hi -= span
+        span = 0
+    return lo, hi + (-span) % stride

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import tosa_serializer as ts
 
-from oracle import DType, GraphBuilder
+from oracle import DType, GraphBuilder, fit_pad  # noqa: F401  (fit_pad is re-exported)
 
 TOSA_DT = {np.dtype(np.int8): DType.INT8, np.dtype(np.int16): DType.INT16,
            np.dtype(np.int32): DType.INT32, np.dtype(np.bool_): DType.BOOL}
@@ -80,15 +80,6 @@ def rand_multipliers(rng, n, scale32=True, shift_lo=20, shift_hi=40):
     return mult.astype(np.int64), shift.astype(np.int64)
 
 
-def fit_pad(rng, size, k_eff, stride, max_pad):
-    """Random (lo, hi) pads with (size + lo + hi - k_eff) divisible by stride (TOSA needs exact)."""
-    lo = int(rng.integers(0, max_pad + 1))
-    hi = int(rng.integers(0, max_pad + 1))
-    span = size + lo + hi - k_eff
-    if span < 0:
-        hi -= span
-        span = 0
-    return lo, hi + (-span) % stride
 
 
 def resize_axis(rng, n):
