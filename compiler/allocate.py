@@ -17,7 +17,9 @@ class IntervalAllocator:
         self.placed: list[tuple[int, int, int, int]] = []   # addr, size, first, last
         self.high_water = base
 
-    def place(self, size: int, first: int, last: int) -> int | None:
+    def place(self, size: int, first: int, last: int, limit: int | None = None) -> int | None:
+        """First-fit address for `size` bytes alive over [first, last], ending at or below
+        `limit` (default: the end of the region), or None."""
         size = align(max(size, 1))
         busy = sorted((a, s) for a, s, f, l in self.placed if not (l < first or f > last))
         addr = self.base
@@ -25,7 +27,7 @@ class IntervalAllocator:
             if addr + size <= a:
                 break
             addr = max(addr, align(a + s))
-        if addr + size > self.base + self.capacity:
+        if addr + size > (self.base + self.capacity if limit is None else limit):
             return None
         self.placed.append((addr, size, first, last))
         self.high_water = max(self.high_water, addr + size)

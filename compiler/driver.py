@@ -5,11 +5,13 @@ import numpy as np
 
 from isa.program import Binding, Layer, Program, Segment
 
+from .cascade import fuse_pointwise_producers
 from .emit import Emitter
 from .fold import fold_constants, remove_noop_reshapes
 from .ir import Graph, Tensor
 from .lower import Lowering
 from .placement import Placement
+from .prefetch import plan_prefetch
 from .steps import Step, plan_steps, stage_table_name
 from .validate import validate
 
@@ -35,6 +37,10 @@ def _add_stage_table(graph: Graph, step: Step):
 
 
 def macs_of(graph: Graph, step: Step) -> int:
+    return _main_macs(graph, step) + (macs_of(graph, step.producer) if step.producer else 0)
+
+
+def _main_macs(graph: Graph, step: Step) -> int:
     op, t = step.main, graph.tensors
     out = t[op.outputs[0]].shape
     if op.op in ("CONV2D", "CONV3D"):
@@ -57,18 +63,20 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     validate(graph, config.tosa.profile, config.tosa.extensions, config.tosa.level)
     fold_constants(graph)
     remove_noop_reshapes(graph)
-    steps = plan_steps(graph)
+    steps = fuse_pointwise_producers(graph, plan_steps(graph))
     for step in steps:
         if step.kind == "mac":
             _add_stage_table(graph, step)
+            if step.producer:
+                _add_stage_table(graph, step.producer)
     memories = list(config.memories)
     placement = Placement(graph, steps, memories, config.placement.weights,
                           config.placement.feature_maps, config.sram.size, RESIDENT_FRACTION,
                           {n: m.size for n, m in config.memories.items()})
 
     def cost_per_byte(name: str) -> float:
-        loc = placement.location(name)
-        if loc.mem == 0:
+        loc = placement.find(name)
+        if loc is None or loc.mem == 0:
             return 0.0
         mem = memories[loc.mem - 1]
         return 1.0 / min(config.memory_bytes_per_cycle(mem), config.dma.bytes_per_cycle)
@@ -76,15 +84,20 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     emitter = Emitter()
     lowering = Lowering(graph, placement, emitter, config.dma.channels, cost_per_byte,
                         tile_overhead=config.dma.setup_cycles + 16)
-    layers = []
+    preloads = plan_prefetch(graph, steps, placement, lowering)
+    layer_of, layers = [], []            # step index -> index of its layer
+    for step in steps:
+        layer_of.append(len(layer_of) and layer_of[-1] + (steps[len(layer_of) - 1].kind != "alias"))
     for index, step in enumerate(steps):
-        if step.kind == "alias":
-            continue
-        emitter.layer = len(layers)
-        tiles = lowering.lower(step, placement.workspaces[index], flip=len(layers) % 2 == 1)
-        layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,
-                            macs=macs_of(graph, step), min_bytes=_min_bytes(graph, step, placement),
-                            tiles=tiles))
+        if step.kind != "alias":
+            emitter.layer = layer_of[index]
+            tiles = lowering.lower(step, placement.workspaces[index], flip=len(layers) % 2 == 1)
+            layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,
+                                macs=macs_of(graph, step),
+                                min_bytes=_min_bytes(graph, step, placement), tiles=tiles))
+        for name, reader in preloads.get(index, []):
+            emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
+            lowering.preload(name)
     sizes = [config.sram.size] + [0] * len(memories)
     sizes[placement.weights_id] = max(sizes[placement.weights_id], placement.weights_bytes)
     sizes[placement.fm_id] = max(sizes[placement.fm_id], placement.fm_bytes)
@@ -111,6 +124,6 @@ def _min_bytes(graph: Graph, step: Step, placement: Placement) -> dict[str, int]
         root = placement.root(name)
         t = graph.tensors[root]
         if t.is_const or root in io:
-            mem = placement.memories[placement.location(name).mem - 1]
+            mem = placement.memories[placement.home(name).mem - 1]
             need[mem] = need.get(mem, 0) + t.nbytes
     return need

@@ -102,7 +102,7 @@ class Window:
         return (r[2], r[3], c[2], c[3])
 
 
-def _conv_attrs(g: Graph, step: Step) -> dict:
+def conv_attrs(g: Graph, step: Step) -> dict:
     op = step.main
     return {"stride": tuple(op.attrs["stride"]), "dilation": tuple(op.attrs["dilation"]),
             "input_zp": const_int(g, operand(op, "input_zp")),
@@ -132,7 +132,7 @@ def conv2d(step: Step, ctx: Context):
         reduction="ic", acc_itemsize=8 if _acc_dtype(g, op) == "int48" else 4,
         attrs=lambda t: {"pad": win.pad(t)},
         work=lambda s: ctx.mac_work(s["n"] * s["oh"] * s["ow"], s["oc"], s["ic"] * kh * kw))
-    return space, "conv2d", _conv_attrs(g, step)
+    return space, "conv2d", conv_attrs(g, step)
 
 
 def depthwise_conv2d(step: Step, ctx: Context):
@@ -159,7 +159,7 @@ def depthwise_conv2d(step: Step, ctx: Context):
                            lambda t: (t["n"], t["oh"], t["ow"], out_channels(t))),
         attrs=lambda t: {"pad": win.pad(t)},
         work=lambda s: ctx.depthwise_work(s["n"] * s["oh"] * s["ow"], s["c"] * m, kh * kw))
-    return space, "depthwise_conv2d", _conv_attrs(g, step)
+    return space, "depthwise_conv2d", conv_attrs(g, step)
 
 
 def transpose_conv2d(step: Step, ctx: Context):
@@ -352,7 +352,7 @@ def conv3d(step: Step, ctx: Context):
         attrs=lambda t: {"pad": tuple(p for s in spans(t) for p in s[2:])},
         work=lambda s: ctx.mac_work(s["n"] * s["od"] * s["oh"] * s["ow"], s["oc"],
                                     s["ic"] * kd * kh * kw))
-    return space, "conv3d", _conv_attrs(g, step)
+    return space, "conv3d", conv_attrs(g, step)
 
 
 FAMILIES = {"CONV2D": conv2d, "DEPTHWISE_CONV2D": depthwise_conv2d, "CONV3D": conv3d,

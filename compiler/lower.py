@@ -5,10 +5,14 @@ from isa.commands import ONCHIP, TensorView, dense
 from isa.errors import DoesNotFitError
 
 from .allocate import align
+from .cascade import cascade_space
 from .families import Context, build_space, const_int
 from .placement import Placement
 from .steps import Step
 from .tiling import iterate_tiles, minimum_working_set, plan_tiles
+
+PRELOAD_CHUNK_BYTES = 16 * 1024
+
 
 class Lowering:
     def __init__(self, graph, placement: Placement, emitter, dma_channels: int,
@@ -17,7 +21,30 @@ class Lowering:
         self.channels = dma_channels
         self.ctx = Context(graph, placement.on_chip, cost_per_byte)
         self.tile_overhead = tile_overhead
-        self.tiles = 0
+        self._plans: dict[tuple, object] = {}
+
+    def plan(self, step: Step, budget: int):
+        """(space, opcode, attrs, plan) of a tiled step given `budget` bytes of workspace; the
+        plan is None when not even the smallest tile fits."""
+        space, opcode, attrs = (cascade_space if step.producer else build_space)(step, self.ctx)
+        key = (step.output, budget, tuple(o.on_chip for o in space.inputs), space.output.on_chip)
+        if key not in self._plans:
+            self._plans[key] = plan_tiles(space, budget, self.tile_overhead)
+        return space, opcode, attrs, self._plans[key]
+
+    def preload(self, name: str):
+        """Copy a staged constant from its home to its on-chip copy, in chunks of whole rows so
+        a long copy shares the memory port with the loads of the steps it overlaps."""
+        src, dst = self.p.home(name), self.p.view(name)
+        if not src.shape:
+            self.em.copy(src, dst, self._channel("const"))
+            return
+        rows = src.shape[0]
+        per = max(1, PRELOAD_CHUNK_BYTES * rows // max(src.nbytes, 1))
+        for first in range(0, rows, per):
+            count = min(per, rows - first)
+            self.em.copy(_rows(src, 0, first, count), _rows(dst, 0, first, count),
+                         self._channel("const"))
 
     # DMA queues by role: activations, constants and stores stream on separate channels
     # when there are enough, so a store never blocks the next tile's prefetch.
@@ -40,9 +67,8 @@ class Lowering:
         return 1
 
     def _tiled(self, step: Step, workspace: tuple[int, int], flip: bool) -> int:
-        space, opcode, attrs = build_space(step, self.ctx)
         ws_base, ws_size = workspace
-        plan = plan_tiles(space, ws_size, self.tile_overhead)
+        space, opcode, attrs, plan = self.plan(step, ws_size)
         if plan is None:
             raise DoesNotFitError(
                 f"{step.main.describe()}: the smallest tile needs {minimum_working_set(space)} B of "
@@ -60,15 +86,10 @@ class Lowering:
         red = space.reduction
         current, loads, stores, pending = {}, {}, [0], None
 
+        feeds = {role for o in space.inputs if o.produce for role in o.produce.operands.values()}
+
         def emit(tile, views):
-            inputs = dict(views)
-            if "stage" in inputs:
-                stage = inputs.pop("stage")
-                row = stage.strides[0]
-                for i, name in enumerate(("bias", "multiplier", "shift")):
-                    if i == 0 or "scale32" in attrs:
-                        inputs[name] = TensorView(stage.mem, stage.addr + i * stage.itemsize,
-                                                  (stage.shape[0],), (row,), stage.dtype)
+            inputs = _expand_stage({r: v for r, v in views.items() if r not in feeds}, attrs)
             first = last = True
             if red and plan.counts.get(red, 1) > 1:
                 k0, kn = tile[red]
@@ -102,8 +123,7 @@ class Lowering:
                     k = loads.get(opnd.role, 0)
                     bufs = addr[opnd.role]
                     dst = dense(ONCHIP, bufs[k % len(bufs)], [n for _, n in box], opnd.dtype)
-                    kind = "const" if self.g.tensors[opnd.tensor].is_const else "act"
-                    self._load(opnd, box, dst, current.get(opnd.role), self._channel(kind))
+                    self._load(opnd, box, dst, current.get(opnd.role), views)
                     loads[opnd.role] = k + 1
                     current[opnd.role] = (box, dst)
                 views[opnd.role] = current[opnd.role][1]
@@ -113,30 +133,47 @@ class Lowering:
         emit(*pending)
         return plan.n_tiles
 
-    def _load(self, opnd, box, dst: TensorView, previous, channel: int):
-        """Load a box into dst. When the previous box of this operand overlaps it along one
-        dimension (the halo of consecutive row tiles), the overlap is copied on chip from the
-        previous buffer and only the new part crosses the external memory."""
+    def _load(self, opnd, box, dst: TensorView, previous, views: dict):
+        """Bring a box of an operand into dst: loaded from memory, or computed on chip when the
+        operand is produced (from `views`, the tile's other operands). When the previous box
+        overlaps it along one dimension (the halo of consecutive row tiles), the overlap is
+        copied on chip from the previous buffer and only the new part is loaded or computed."""
+        if opnd.produce:
+            fetch = self._producer(opnd, views, dst)
+        else:
+            kind = "const" if self.g.tensors[opnd.tensor].is_const else "act"
+            channel = self._channel(kind)
+
+            def fetch(part, axis, first, count):
+                src = self.p.view(opnd.tensor, part, opnd.dtype)
+                self.em.copy(src, dst if axis is None else _rows(dst, axis, first, count), channel)
         overlap = _overlap(previous[0], box) if previous is not None else None
         if overlap is None:
-            self.em.copy(self.p.view(opnd.tensor, box, opnd.dtype), dst, channel)
+            fetch(box, None, 0, 0)
             return
         axis, lo, hi = overlap                      # rows [lo, hi) are already on chip
         prev_box, prev_view = previous
         start = box[axis][0]
-
-        def window(view, first, count):
-            return TensorView(view.mem, view.addr + first * view.strides[axis],
-                              view.shape[:axis] + (count,) + view.shape[axis + 1:],
-                              view.strides, view.dtype)
-
-        self.em.copy(window(prev_view, lo - prev_box[axis][0], hi - lo),
-                     window(dst, lo - start, hi - lo), channel)
+        self.em.copy(_rows(prev_view, axis, lo - prev_box[axis][0], hi - lo),
+                     _rows(dst, axis, lo - start, hi - lo), self._channel("act"))
         end = start + box[axis][1]
         if hi < end:
-            rest = box[:axis] + ((hi, end - hi),) + box[axis + 1:]
-            self.em.copy(self.p.view(opnd.tensor, rest, opnd.dtype), window(dst, hi - start, end - hi),
-                         channel)
+            fetch(box[:axis] + ((hi, end - hi),) + box[axis + 1:], axis, hi - start, end - hi)
+
+    def _producer(self, opnd, views: dict, dst: TensorView):
+        """fetch() of a produced operand: one command computes the part of dst from the tile's
+        views of the producer's operands; its data input covers the same rows as dst."""
+        prod = opnd.produce
+
+        def fetch(part, axis, first, count):
+            inputs = {name: views[role] for name, role in prod.operands.items()}
+            out = dst
+            if axis is not None:
+                inputs["ifm"] = _rows(inputs["ifm"], axis, first, count)
+                out = _rows(dst, axis, first, count)
+            self.em.compute("mac", prod.opcode, _expand_stage(inputs, prod.attrs), {"ofm": out},
+                            prod.attrs)
+        return fetch
 
     def _data_movement(self, step: Step):
         g, p, op = self.g, self.p, step.main
@@ -193,6 +230,28 @@ class Lowering:
         for k, v in op.attrs.items():
             attrs[k] = list(v) if isinstance(v, tuple) else v
         self.em.compute("host", "host", inputs, outputs, attrs)
+
+
+def _expand_stage(inputs: dict, attrs: dict) -> dict:
+    """A MAC command's operands with its stage table split into the bias, multiplier and shift
+    columns the output stage reads (multiplier and shift only for a 32-bit-scale rescale)."""
+    if "stage" not in inputs:
+        return inputs
+    out = dict(inputs)
+    stage = out.pop("stage")
+    row = stage.strides[0]
+    for i, name in enumerate(("bias", "multiplier", "shift")):
+        if i == 0 or "scale32" in attrs:
+            out[name] = TensorView(stage.mem, stage.addr + i * stage.itemsize,
+                                   (stage.shape[0],), (row,), stage.dtype)
+    return out
+
+
+def _rows(view: TensorView, axis: int, first: int, count: int) -> TensorView:
+    """`count` entries of `view` along `axis` from `first`."""
+    return TensorView(view.mem, view.addr + first * view.strides[axis],
+                      view.shape[:axis] + (count,) + view.shape[axis + 1:], view.strides,
+                      view.dtype)
 
 
 def _overlap(prev, box):

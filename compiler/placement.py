@@ -4,6 +4,9 @@ Intermediates stay on chip from producer to last consumer when their producer an
 are NPU steps and first-fit placement over their lifetime succeeds within the resident share of
 the buffer. Each step's tiles use the rest: everything above the resident tensors alive during
 that step, so a step with few live tensors gets a large workspace.
+
+Constants live with the weights; compiler/prefetch.py may also stage a copy of one on chip
+some steps before its use (`stage`), and then its readers see the copy.
 """
 from __future__ import annotations
 
@@ -43,12 +46,28 @@ class Placement:
         self.loc: dict[str, Location] = {}
         self.onchip_size = onchip_size
         self.resident_size = int(onchip_size * resident_fraction) // 16 * 16
+        self.staged: dict[str, int] = {}      # constant -> address of its on-chip copy
         self._place(steps, memory_sizes)
-        # Each step tiles in whatever the resident tensors alive during it leave free.
+        self.workspaces: list[tuple[int, int]] = []
+        self._update_workspaces(len(steps))
+
+    def _update_workspaces(self, n_steps: int):
+        """Each step tiles in whatever the resident tensors alive during it leave free."""
         self.workspaces = []
-        for i in range(len(steps)):
-            top = max((a + s for a, s, f, l in self._resident.placed if f <= i <= l), default=0)
-            self.workspaces.append((align(top), onchip_size - align(top)))
+        for i in range(n_steps):
+            top = align(max((a + s for a, s, f, l in self._resident.placed if f <= i <= l),
+                            default=0))
+            self.workspaces.append((top, self.onchip_size - top))
+
+    def stage(self, name: str, first: int, last: int, limit: int) -> bool:
+        """Reserve on-chip room for a copy of constant `name` over steps [first, last], ending
+        at or below address `limit`; False when it does not fit."""
+        addr = self._resident.place(self.graph.tensors[name].nbytes, first, last, limit)
+        if addr is None:
+            return False
+        self.staged[name] = addr
+        self._update_workspaces(len(self.workspaces))
+        return True
 
     def root(self, name: str) -> str:
         return self.alias.get(name, name)
@@ -87,7 +106,10 @@ class Placement:
                 raise DoesNotFitError(f"variable '{name}' does not fit in "
                                       f"{self.memories[self.fm_id - 1]} ({fm.capacity} B)")
             self.loc[name] = Location(self.fm_id, addr)
+        # Largest first (as in TFLite's arena planner): first-fit over lifetimes then leaves
+        # fewer gaps too small for the tensors that come later.
         order = [n for n in g.inputs] + [self.root(s.output) for s in steps if s.kind != "alias"]
+        order.sort(key=lambda n: -g.tensors[n].nbytes)
         for name in order:
             if name in self.loc:
                 continue
@@ -109,11 +131,29 @@ class Placement:
         self.fm_bytes = fm.high_water
 
     def on_chip(self, name: str) -> bool:
-        loc = self.loc.get(self.root(name))
-        return loc is not None and loc.mem == ONCHIP
+        root = self.root(name)
+        loc = self.loc.get(root)
+        return root in self.staged or (loc is not None and loc.mem == ONCHIP)
 
     def location(self, name: str) -> Location:
-        return self.loc[self.root(name)]
+        """Where readers find the tensor: its on-chip copy when it is staged."""
+        loc = self.find(name)
+        if loc is None:
+            raise KeyError(name)
+        return loc
+
+    def find(self, name: str) -> Location | None:
+        """location(), or None for a tensor stored nowhere (a cascaded intermediate)."""
+        root = self.root(name)
+        if root in self.staged:
+            return Location(ONCHIP, self.staged[root])
+        return self.loc.get(root)
+
+    def home(self, name: str) -> TensorView:
+        """The whole tensor where it is stored (a staged constant's source)."""
+        t = self.graph.tensors[name]
+        loc = self.loc[self.root(name)]
+        return dense(loc.mem, loc.addr, t.shape, t.dtype)
 
     def view(self, name: str, box=None, dtype: str | None = None) -> TensorView:
         t = self.graph.tensors[name]

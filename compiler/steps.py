@@ -34,6 +34,9 @@ class Step:
     rescale: Operator | None = None
     clamp: Operator | None = None
     chain: list[Operator] = field(default_factory=list)   # fused elementwise ops, main last
+    # A pointwise conv computed tile by tile into main's input, which then never exists in
+    # memory (compiler/cascade.py).
+    producer: Step | None = None
 
     @property
     def output(self) -> str:
@@ -43,13 +46,15 @@ class Step:
     def ops(self) -> list[str]:
         if self.chain:
             return [o.op for o in self.chain]
-        return [o.op for o in (self.main, self.rescale, self.clamp) if o is not None]
+        first = self.producer.ops if self.producer else []
+        return first + [o.op for o in (self.main, self.rescale, self.clamp) if o is not None]
 
     @property
     def inputs(self) -> list[str]:
         """Tensors the step reads from memory (attribute-like constants are excluded)."""
         if self.kind == "mac":
-            return self.main.inputs[:2] + [stage_table_name(self)]
+            data = self.producer.inputs if self.producer else self.main.inputs[:1]
+            return data + [self.main.inputs[1], stage_table_name(self)]
         if self.kind == "host":
             return list(self.main.inputs)
         if self.chain:

@@ -32,6 +32,16 @@ class Operand:
     on_chip: bool = False                    # already resident in the buffer: no DMA, no space
     cost_per_byte: float = 0.0               # cycles per byte from its memory (for the search)
     shape: tuple[int, ...] = ()              # the whole tensor, for burst efficiency
+    produce: Production | None = None        # computed on chip instead of loaded
+
+
+@dataclass
+class Production:
+    """How a produced operand's boxes are computed: one command of `opcode`, whose kernel
+    operands are the current views of other operands of the space (kernel name -> role)."""
+    opcode: str
+    attrs: dict
+    operands: dict[str, str]
 
 
 @dataclass

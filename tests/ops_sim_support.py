@@ -255,9 +255,10 @@ def conv_attr(pad, stride, dil):
 
 
 def mac_stage(g, rng, acc_name, acc, shape, *, mode, scale32=True, rounding="SINGLE_ROUND",
-              per_channel=True, acc_dt=DType.INT32, out_dt=DType.INT8):
+              per_channel=True, acc_dt=DType.INT32, out_dt=DType.INT8, output=True):
     """After an accumulator tensor: nothing (mode 'acc'), RESCALE to out_dt ('rescale'),
-    or RESCALE + CLAMP ('clamp'). Returns the final output name."""
+    or RESCALE + CLAMP ('clamp'). Returns the final tensor's name: a graph output, or with
+    output=False an intermediate."""
     if mode == "acc":
         return acc_name
     oc = shape[-1]
@@ -266,12 +267,12 @@ def mac_stage(g, rng, acc_name, acc, shape, *, mode, scale32=True, rounding="SIN
     mult, shift = stage_params(rng, int(np.abs(acc).max(initial=0)), n, scale32, out_bits)
     ozp = int(rng.integers(-40, 41)) if out_dt == DType.INT8 else 0
     r = rescale(g, acc_name, shape, acc_dt, out_dt, mult, shift, 0, ozp, scale32=scale32,
-                rounding=rounding, per_channel=per_channel, output=(mode == "rescale"))
+                rounding=rounding, per_channel=per_channel, output=output and mode == "rescale")
     if mode == "clamp":
         info = np.iinfo(NP[out_dt])
         lo = int(rng.integers(info.min, info.min // 6))
         hi = int(rng.integers(info.max // 6, info.max + 1))
-        return clamp(g, r, shape, out_dt, lo, hi)
+        return clamp(g, r, shape, out_dt, lo, hi, output=output)
     return r
 
 

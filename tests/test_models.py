@@ -43,8 +43,12 @@ def test_tiny_buffer_still_exact():
 def test_fusion_and_placement_of_mobilenet():
     cfg = api.load_config("default")
     program = api.compile_model(DATA / "mbv2_050_128" / "model.tosa", cfg)
-    fused = [layer for layer in program.layers if layer.ops[:2] in (["CONV2D", "RESCALE"],
-                                                                   ["DEPTHWISE_CONV2D", "RESCALE"])]
-    assert len(fused) == 53                  # every conv carries its output stage
+    pairs = [layer.ops[i:i + 2] for layer in program.layers for i in range(len(layer.ops))]
+    # every conv carries its output stage
+    assert sum(p in (["CONV2D", "RESCALE"], ["DEPTHWISE_CONV2D", "RESCALE"]) for p in pairs) == 53
+    # each expanding block's 1x1 conv is cascaded into its depthwise conv
+    cascaded = [layer for layer in program.layers
+                if layer.ops == ["CONV2D", "RESCALE", "DEPTHWISE_CONV2D", "RESCALE"]]
+    assert len(cascaded) == 16
     assert all(layer.unit != "host" for layer in program.layers)
     assert sum(layer.macs for layer in program.layers) == 32578560   # info.json's MAC count

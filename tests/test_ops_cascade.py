@@ -1,0 +1,57 @@
+"""Cascading (compiler/cascade.py): a 1x1 CONV2D whose only reader is a DEPTHWISE_CONV2D runs
+tile by tile inside it, so its output never exists in memory. Bit-exact against the reference
+model on the default buffer and on 4 KiB / 2 KiB buffers that split rows (halo rows copied on
+chip, new rows computed) and channels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tosa_serializer as ts
+
+from oracle import DType, GraphBuilder
+from ops_sim_support import (  # noqa: F401  (cfg is the parametrised config fixture)
+    cfg, check, clamp, const, conv_attr, fit_pad, mac_stage, rand, scalar)
+
+CASES = [
+    # (n, h, w, ic, c, m, k, stride, dil, max_pad, producer clamp, dw mode, split on 2 KiB)
+    (1, 16, 12, 8, 24, 1, (3, 3), (1, 1), (1, 1), 1, True, "clamp", ("oh", "c")),
+    (1, 15, 13, 6, 20, 1, (3, 3), (2, 2), (1, 1), 1, False, "rescale", ("oh", "c")),
+    (2, 9, 11, 5, 7, 2, (3, 2), (1, 2), (2, 1), 3, True, "rescale", ("c",)),
+    (1, 20, 9, 16, 40, 1, (5, 5), (2, 1), (1, 1), 2, False, "clamp", ("oh", "c")),
+]
+
+
+def _bound(rng_taps: int, bias) -> np.ndarray:
+    """The largest |accumulator| a stage can see: what mac_stage sizes its shift by."""
+    return np.array([rng_taps * 256 * 256 + int(np.abs(bias).max())])
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_pointwise_into_depthwise(case, cfg):
+    rng = np.random.default_rng(5000 + case)
+    n, h, w, ic, c, m, (kh, kw), stride, dil, max_pad, producer_clamp, mode, split = CASES[case]
+    g = GraphBuilder()
+    x = g.tensor((n, h, w, ic), DType.INT8, rand(rng, DType.INT8, (n, h, w, ic)))
+    pw_bias = rng.integers(-2000, 2000, size=c).astype(np.int32)
+    acc = g.intermediate((n, h, w, c), DType.INT32)
+    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (c, 1, 1, ic)), DType.INT8),
+                    const(g, pw_bias, DType.INT32), scalar(g, -7, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc], conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    mid = mac_stage(g, rng, acc, _bound(ic, pw_bias), (n, h, w, c),
+                    mode="clamp" if producer_clamp else "rescale", output=False)
+    pt, pb = fit_pad(rng, h, (kh - 1) * dil[0] + 1, stride[0], max_pad)
+    pl, pr = fit_pad(rng, w, (kw - 1) * dil[1] + 1, stride[1], max_pad)
+    oh = (h + pt + pb - (kh - 1) * dil[0] - 1) // stride[0] + 1
+    ow = (w + pl + pr - (kw - 1) * dil[1] - 1) // stride[1] + 1
+    dw_bias = rng.integers(-3000, 3000, size=c * m).astype(np.int32)
+    dw_acc = g.intermediate((n, oh, ow, c * m), DType.INT32)
+    attr = ts.TosaSerializerAttribute()
+    attr.DepthwiseConv2dAttribute([pt, pb, pl, pr], list(stride), list(dil), False, DType.INT32)
+    g.op("DEPTHWISE_CONV2D", [mid, const(g, rand(rng, DType.INT8, (kh, kw, c, m)), DType.INT8),
+                              const(g, dw_bias, DType.INT32), scalar(g, 3, DType.INT8),
+                              scalar(g, 0, DType.INT8)], [dw_acc], attr)
+    mac_stage(g, rng, dw_acc, _bound(kh * kw, dw_bias), (n, oh, ow, c * m), mode=mode)
+    producer = ["CONV2D", "RESCALE"] + (["CLAMP"] if producer_clamp else [])
+    consumer = ["DEPTHWISE_CONV2D", "RESCALE"] + (["CLAMP"] if mode == "clamp" else [])
+    check(g, cfg, split=split, layers=[producer + consumer])
