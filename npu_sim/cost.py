@@ -22,6 +22,7 @@ class Cost:
     ports: tuple[int, ...]     # memory ids held during `busy` (0 = an on-chip bank)
     macs: int = 0
     elements: int = 0          # vector-unit element operations
+    latency: int = 0           # the part of setup that overlaps earlier commands in flight
 
 
 def _prod(xs) -> int:
@@ -58,7 +59,8 @@ class CostModel:
                 cycles = max(cycles, moved / self.mem_bpc[v.mem])
         latency = self.mem_latency[src.mem] if src is not None else 0
         ports = tuple(sorted({dst.mem} | ({src.mem} if src is not None else set())))
-        return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(cycles)), ports)
+        return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(cycles)), ports,
+                    latency=latency)
 
     def _sram_cycles(self, cmd: Compute) -> int:
         """A compute engine streams its operands from all banks at once (they sit in

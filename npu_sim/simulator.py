@@ -1,8 +1,9 @@
 """The machine in time: each engine is a simpy process that runs its commands in order.
 
-An engine waits for a command's dependencies, spends its setup cycles, holds the memory ports
-it needs for the transfer or compute time (ports are shared resources, so DMA and compute
-contend for bandwidth), then applies the command to the modelled memories. One simpy timeout
+An engine waits for a command's dependencies and its setup (issued back to back, with memory
+latency overlapping the commands in flight), holds the memory ports it needs for the transfer
+or compute time (ports are shared resources, so DMA and compute contend for bandwidth), then
+applies the command to the modelled memories. One simpy timeout
 per command: never per cycle.
 """
 from __future__ import annotations
@@ -87,7 +88,7 @@ class Machine:
             simpy.Resource(env, capacity=1) for _ in self.program.memories]
 
         def engine(cmds):
-            busy_from = 0          # when the previous command on this engine began its work
+            issued = 0             # when the engine's front end finished the previous command
             for cmd in cmds:
                 for d in cmd.deps:
                     if not done[d].processed:
@@ -99,13 +100,14 @@ class Machine:
                     costs[cmd.id] = self.cost_model.host_with_work(cmd, execute(cmd, mem))
                     host_done = True
                 c = costs[cmd.id]
-                # Setup and latency overlap the previous command's work (descriptors are
-                # prefetched, requests pipelined) once this command's inputs are ready.
+                # The front end sets commands up one after another as soon as their inputs are
+                # ready, while earlier ones still work; memory latency then overlaps the
+                # transfers in flight (requests are pipelined), so a queue of short DMAs pays
+                # each latency once, not in turn.
                 ready = max((int(end[d]) for d in cmd.deps), default=0)
-                hidden = env.now - max(ready, busy_from)
-                if c.setup > hidden:
-                    yield env.timeout(c.setup - max(hidden, 0))
-                busy_from = env.now
+                issued = max(ready, issued) + c.setup - c.latency
+                if issued + c.latency > env.now:
+                    yield env.timeout(issued + c.latency - env.now)
                 # Long transfers hold the ports burst by burst, so concurrent transfers share
                 # the bandwidth instead of queueing behind each other whole.
                 bursts = min(MAX_BURSTS, max(1, c.busy // BURST_CYCLES)) if c.ports else 1
