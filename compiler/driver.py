@@ -84,6 +84,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     emitter = Emitter()
     lowering = Lowering(graph, placement, emitter, config.dma.channels, cost_per_byte,
                         tile_overhead=config.dma.setup_cycles + 16)
+    lowering.handoffs = _handoffs(steps)
     preloads = plan_prefetch(graph, steps, placement, lowering)
     layer_of, layers = [], []            # step index -> index of its layer
     for step in steps:
@@ -113,6 +114,23 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
               "clock_mhz": config.clock_mhz, "resident_fraction": RESIDENT_FRACTION,
               "input_dtypes": {n: graph.tensors[n].dtype for n in graph.inputs},
               "output_dtypes": {n: graph.tensors[n].dtype for n in graph.outputs}})
+
+
+def _handoffs(steps: list[Step]) -> set[str]:
+    """Outputs of the MAC and vector steps that read from or feed a step on the other engine
+    (through reshapes): tiling those by rows lets the two engines overlap."""
+    made_by = {step.output: step for step in steps}
+    out = set()
+    for step in steps:
+        if step.kind not in ("mac", "vector"):
+            continue
+        for name in step.inputs:
+            src = made_by.get(name)
+            while src is not None and src.kind == "alias":
+                src = made_by.get(src.main.inputs[0])
+            if src is not None and src.kind in ("mac", "vector") and src.kind != step.kind:
+                out |= {src.output, step.output}
+    return out
 
 
 def _min_bytes(graph: Graph, step: Step, placement: Placement) -> dict[str, int]:

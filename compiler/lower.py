@@ -1,6 +1,8 @@
 """Lower each step to commands: tiled MAC/vector operations, DMA data movement, host fallback."""
 from __future__ import annotations
 
+import dataclasses
+
 from isa.commands import ONCHIP, TensorView, dense
 from isa.errors import DoesNotFitError
 
@@ -9,7 +11,7 @@ from .cascade import cascade_space
 from .families import Context, build_space, const_int
 from .placement import Placement
 from .steps import Step
-from .tiling import iterate_tiles, minimum_working_set, plan_tiles
+from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim
 
 PRELOAD_CHUNK_BYTES = 16 * 1024
 
@@ -22,11 +24,16 @@ class Lowering:
         self.ctx = Context(graph, placement.on_chip, cost_per_byte)
         self.tile_overhead = tile_overhead
         self._plans: dict[tuple, object] = {}
+        # Outputs of steps that hand data to or from a step on the other compute engine.
+        self.handoffs: set[str] = set()
 
     def plan(self, step: Step, budget: int):
         """(space, opcode, attrs, plan) of a tiled step given `budget` bytes of workspace; the
         plan is None when not even the smallest tile fits."""
         space, opcode, attrs = (cascade_space if step.producer else build_space)(step, self.ctx)
+        if step.output in self.handoffs and row_dim(space):
+            stream = row_dim(space)
+            space = dataclasses.replace(space, stream=stream, levels={**space.levels, stream: 0})
         key = (step.output, budget, tuple(o.on_chip for o in space.inputs), space.output.on_chip)
         if key not in self._plans:
             self._plans[key] = plan_tiles(space, budget, self.tile_overhead)

@@ -56,6 +56,9 @@ class TileSpace:
     attrs: Callable[[Tile], dict] = lambda tile: {}
     work: Callable[[dict], float] = lambda sizes: 0.0   # compute cycles of one tile of `sizes`
     granule: dict[str, int] = field(default_factory=dict)   # dims split only in multiples
+    # A step on another engine reads or writes this one's output row by row: tiles along this
+    # dim let the two overlap, and the first (or last) tile's compute is what stays exposed.
+    stream: str = ""
 
 
 @dataclass
@@ -176,6 +179,8 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
     # plus a fixed cost per tile. One tile is fully serial; many tiles pay per-tile overhead.
     compute = n_tiles * space.work(sizes)
     time = max(compute, cost) + min(compute, cost) / n_tiles + n_tiles * tile_overhead
+    if space.stream:
+        time += compute / counts[space.stream]
     return TilePlan(dict(sizes), tuple(order), counts, buffers, buffer_bytes, acc_bytes, working,
                     time)
 
@@ -197,6 +202,18 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0) -> TilePl
         if best is not None:
             return best
     return None
+
+
+def row_dim(space: TileSpace) -> str:
+    """The dim whose tiles split the output along its rows (tensor axis 1), or ''."""
+    full = {d: (0, n) for d, n in space.dims.items()}
+    rows = space.output.box(full)
+    if len(rows) < 3:
+        return ""
+    for d, n in space.dims.items():
+        if n > 1 and space.output.box({**full, d: (0, 1)})[1] != rows[1]:
+            return d
+    return ""
 
 
 def minimum_working_set(space: TileSpace) -> int:

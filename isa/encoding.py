@@ -232,6 +232,7 @@ def encode(program: Program) -> bytes:
 
 
 def decode(data: bytes, source: str = "<bytes>") -> Program:
+    data = memoryview(data)      # sections and constant segments are views, not copies
     if data[:4] != MAGIC:
         raise ProgramError(f"{source}: not an npu-sim program (magic {bytes(data[:4])!r})")
     try:
@@ -247,13 +248,13 @@ def decode(data: bytes, source: str = "<bytes>") -> Program:
             if len(sections[tag]) != length:
                 raise ProgramError("truncated section")
             pos += 12 + length
-        meta = json.loads(sections[b"META"])
+        meta = json.loads(bytes(sections[b"META"]))
         commands = _decode_commands(sections[b"CMDS"])
         r = _Reader(sections[b"SEGS"])
         segments = []
         for _ in range(r.unpack("I")[0]):
             mem, addr, n = r.unpack("BQQ")
-            segments.append(Segment(mem, addr, bytes(r.data[r.pos:r.pos + n])))
+            segments.append(Segment(mem, addr, r.data[r.pos:r.pos + n]))
             r.pos += n
     except ProgramError as exc:
         raise ProgramError(f"{source}: {exc}") from None

@@ -42,12 +42,32 @@ def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
         out[...] = _wrap_acc(acc, a["acc_dtype"])
         return
     has_scale = "multiplier" in x
-    out[...] = dp.output_stage(
-        acc, bias=x.get("bias"), multiplier=x.get("multiplier") if has_scale else None,
-        shift=x.get("shift") if has_scale else None, scale32=a.get("scale32", True),
-        rounding_mode=a.get("rounding_mode", "SINGLE_ROUND"), per_channel=True,
-        output_zp=a.get("output_zp", 0), clamp=a.get("clamp"), out_dtype=out.dtype,
-        acc_dtype=a["acc_dtype"])
+    for part in _chunks(acc.shape):
+        out[part] = dp.output_stage(
+            acc[part], bias=x.get("bias"), multiplier=x.get("multiplier") if has_scale else None,
+            shift=x.get("shift") if has_scale else None, scale32=a.get("scale32", True),
+            rounding_mode=a.get("rounding_mode", "SINGLE_ROUND"), per_channel=True,
+            output_zp=a.get("output_zp", 0), clamp=a.get("clamp"), out_dtype=out.dtype,
+            acc_dtype=a["acc_dtype"])
+
+
+STAGE_CHUNK = 1 << 16       # elements per output-stage pass: bounds its int64 temporaries
+
+
+def _chunks(shape):
+    """Index tuples that split an array of `shape` into slabs of about STAGE_CHUNK elements
+    along its leading axes (the last axis, channels, stays whole for the per-channel tables)."""
+    axis, inner = len(shape) - 1, shape[-1] if shape else 1
+    while axis > 0 and inner * shape[axis - 1] <= STAGE_CHUNK:
+        axis -= 1
+        inner *= shape[axis]
+    if axis <= 0:
+        yield (...,)
+        return
+    step = max(1, STAGE_CHUNK // inner)
+    for lead in np.ndindex(*shape[:axis - 1]):
+        for i in range(0, shape[axis - 1], step):
+            yield lead + (slice(i, i + step),)
 
 
 def run_program(program: list[dict], x: dict) -> np.ndarray:

@@ -135,11 +135,14 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
     if ifm.shape[-1] != c:
         raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
     pads = [(pad[0], pad[1]), (pad[2], pad[3])]
-    xc, wc = _centered(ifm, input_zp), _centered(weights, weight_zp)
+    # int8/int16 activations minus their zero point fit int32: no int64 copy of the input.
+    small = ifm.dtype.itemsize <= 2
+    xc = ifm.astype(np.int32) - np.int32(input_zp) if small else _centered(ifm, input_zp)
+    wc = _centered(weights, weight_zp)
     # No reduction over channels, so no BLAS benefit: exact integer multiply-adds per tap,
     # in int32 when the KH*KW-term sums provably fit (faster), else int64.
     dt = np.int32 if kh * kw * _maxabs(xc) * _maxabs(wc) < (1 << 31) else np.int64
-    xp = _pad_spatial(xc.astype(dt), pads)
+    xp = _pad_spatial(xc.astype(dt, copy=False), pads)
     wc = wc.astype(dt)
     oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
     n = ifm.shape[0]
