@@ -42,7 +42,9 @@ class Lowering:
     def preload(self, name: str):
         """Copy a staged constant from its home to its on-chip copy, in chunks of whole rows so
         a long copy shares the memory port with the loads of the steps it overlaps."""
-        src, dst = self.p.home(name), self.p.view(name)
+        dst = self.p.staged_copy(name)
+        src = self.p.home(name)
+        src = TensorView(src.mem, src.addr, dst.shape, src.strides, src.dtype)
         if not src.shape:
             self.em.copy(src, dst, self._channel("const"))
             return
@@ -123,8 +125,10 @@ class Lowering:
             views = {}
             for opnd in space.inputs:
                 box = opnd.box(tile)
-                if opnd.on_chip:
-                    views[opnd.role] = self.p.view(opnd.tensor, box, opnd.dtype)
+                staged = None if opnd.on_chip else self.p.staged_box(opnd.tensor, box,
+                                                                     opnd.dtype)
+                if opnd.on_chip or staged is not None:
+                    views[opnd.role] = staged or self.p.view(opnd.tensor, box, opnd.dtype)
                     continue
                 if opnd.role not in current or current[opnd.role][0] != box:
                     k = loads.get(opnd.role, 0)

@@ -47,6 +47,7 @@ class Placement:
         self.onchip_size = onchip_size
         self.resident_size = int(onchip_size * resident_fraction) // 16 * 16
         self.staged: dict[str, int] = {}      # constant -> address of its on-chip copy
+        self.prefixes: dict[str, tuple[int, int]] = {}   # constant -> (address, leading rows)
         self._place(steps, memory_sizes)
         self.workspaces: list[tuple[int, int]] = []
         self._update_workspaces(len(steps))
@@ -59,15 +60,53 @@ class Placement:
                             default=0))
             self.workspaces.append((top, self.onchip_size - top))
 
-    def stage(self, name: str, first: int, last: int, limit: int) -> bool:
-        """Reserve on-chip room for a copy of constant `name` over steps [first, last], ending
-        at or below address `limit`; False when it does not fit."""
-        addr = self._resident.place(self.graph.tensors[name].nbytes, first, last, limit)
+    def stage(self, name: str, first: int, last: int, limit: int, rows: int | None = None) -> bool:
+        """Reserve on-chip room for a copy of constant `name` (or of its first `rows` rows)
+        over steps [first, last], ending at or below address `limit`; False when it does not
+        fit. Readers see a whole copy in place of the constant; a prefix through
+        staged_box()."""
+        t = self.graph.tensors[name]
+        size = t.nbytes if rows is None else t.nbytes // t.shape[0] * rows
+        addr = self._resident.place(size, first, last, limit)
         if addr is None:
             return False
-        self.staged[name] = addr
+        if rows is None:
+            self.staged[name] = addr
+        else:
+            self.prefixes[name] = (addr, rows)
         self._update_workspaces(len(self.workspaces))
         return True
+
+    def unstage(self, name: str):
+        """Undo the last stage()."""
+        self._resident.placed.pop()
+        self.staged.pop(name, None)
+        self.prefixes.pop(name, None)
+        self._update_workspaces(len(self.workspaces))
+
+    def staged_copy(self, name: str) -> TensorView | None:
+        """The on-chip copy of a staged constant or prefix (whole rows), or None."""
+        t = self.graph.tensors[name]
+        if name in self.staged:
+            return dense(ONCHIP, self.staged[name], t.shape, t.dtype)
+        if name in self.prefixes:
+            addr, rows = self.prefixes[name]
+            return dense(ONCHIP, addr, (rows,) + tuple(t.shape[1:]), t.dtype)
+        return None
+
+    def staged_box(self, name: str, box, dtype: str) -> TensorView | None:
+        """The on-chip copy of `box` of a constant whose leading rows are staged, when the box
+        lies in them and spans every other dim; else None."""
+        root = self.root(name)
+        if root not in self.prefixes:
+            return None
+        (start, count), shape = box[0], self.graph.tensors[root].shape
+        if start + count > self.prefixes[root][1] or any(
+                b != (0, n) for b, n in zip(box[1:], shape[1:])):
+            return None
+        copy = self.staged_copy(root)
+        return TensorView(ONCHIP, copy.addr + start * copy.strides[0],
+                          tuple(n for _, n in box), copy.strides, dtype)
 
     def root(self, name: str) -> str:
         return self.alias.get(name, name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from .ir import Graph
 from .placement import Placement
 from .steps import Step
+from .tiling import iterate_tiles
 
 TILED = ("mac", "vector")
 
@@ -25,6 +26,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
     onchip = placement.onchip_size
     need = [0] * n               # bytes of workspace each step must keep
     replaced: dict[tuple[int, str], int] = {}   # (step, constant) -> bytes of its tile buffers
+    row_tiles: dict[tuple[int, str], int] = {}  # (step, constant) -> rows per box, 0: not rows
     for i, step in enumerate(steps):
         if step.kind not in TILED:
             continue
@@ -38,6 +40,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
                 key = (i, placement.root(opnd.tensor))
                 replaced[key] = replaced.get(key, 0) + (plan.buffers[opnd.role]
                                                         * plan.buffer_bytes[opnd.role])
+                row_tiles[key] = _row_granule(opnd, plan, space)
     readers: dict[str, list[int]] = {}
     for i, step in enumerate(steps):
         for name in step.inputs:
@@ -59,4 +62,54 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
                     need[u] -= replaced.get((u, root), 0)
                 preloads.setdefault(start, []).append((root, first))
                 break
+        else:
+            granule = row_tiles.get((first, root), 0) if len(users) == 1 else 0
+            if granule:
+                start = _stage_prefix(placement, root, first, granule,
+                                      [onchip - need[j] for j in range(n)])
+                if start is not None:
+                    preloads.setdefault(start, []).append((root, first))
     return preloads
+
+
+def _row_granule(opnd, plan, space) -> int:
+    """Rows per box when the reader loads the constant in boxes of whole leading rows (the
+    output-channel slices of a weight tensor), else 0: then a staged prefix serves its first
+    boxes."""
+    if not opnd.shape:
+        return 0
+    counts = set()
+    for tile in iterate_tiles(plan, space.dims):
+        box = opnd.box(tile)
+        if (len(box) != len(opnd.shape) or box[0][1] <= 0 or box[0][0] % box[0][1]
+                or any(b != (0, n) for b, n in zip(box[1:], opnd.shape[1:]))):
+            return 0
+        counts.add(box[0][1])
+    return max(counts) if len(counts) <= 2 else 0
+
+
+def _stage_prefix(placement: Placement, root: str, reader: int, granule: int,
+                  ceiling: list[int]) -> int | None:
+    """Stage the largest whole-box prefix of a constant too large to stage whole. The earliest
+    start that gets at least half of the largest prefix any start gets: earlier is more
+    overlap, larger is more bytes off the reader's critical path. Returns the start."""
+    boxes = -(-placement.graph.tensors[root].shape[0] // granule)
+
+    def largest(start):
+        lo, hi = 0, boxes - 1                      # a prefix of the whole tensor is a full copy
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if placement.stage(root, start, reader, min(ceiling[start:reader + 1]),
+                               rows=mid * granule):
+                placement.unstage(root)
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    sizes = [largest(start) for start in range(reader)]
+    if not sizes or max(sizes) == 0:
+        return None
+    start = next(s for s, k in enumerate(sizes) if 2 * k >= max(sizes))
+    placement.stage(root, start, reader, min(ceiling[start:reader + 1]), rows=sizes[start] * granule)
+    return start

@@ -17,6 +17,7 @@ from isa.commands import BURST_BYTES
 
 from .allocate import align
 
+NEAR_BEST = 1.01
 Box = tuple[tuple[int, int], ...]          # (start, size) per tensor dim
 Tile = dict[str, tuple[int, int]]           # dim -> (start, size)
 
@@ -190,17 +191,20 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0) -> TilePl
     for level in range(max(space.levels.values(), default=0) + 1):
         splittable = [d for d in space.dims if space.levels[d] <= level]
         options = [_halvings(space.dims[d], space.granule.get(d, 1)) for d in splittable]
-        best = None
+        fitting = []
         for combo in itertools.product(*options):
             sizes = {d: space.dims[d] for d in space.dims}
             sizes.update(zip(splittable, combo))
             for order in space.orders:
                 plan = evaluate(space, sizes, order, tile_overhead)
-                if plan.working_set <= budget and (
-                        best is None or (plan.cost, plan.n_tiles) < (best.cost, best.n_tiles)):
-                    best = plan
-        if best is not None:
-            return best
+                if plan.working_set <= budget:
+                    fitting.append(plan)
+        if fitting:
+            # Within NEAR_BEST of the fastest, the smallest working set: buffer room is worth
+            # more to weight prefetch than a percent of this step's time.
+            fastest = min(p.cost for p in fitting)
+            return min((p for p in fitting if p.cost <= fastest * NEAR_BEST),
+                       key=lambda p: (p.working_set, p.n_tiles, p.cost))
     return None
 
 
