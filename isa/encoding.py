@@ -88,14 +88,14 @@ class _Reader:
     """Sequential reader; struct.error on a short buffer is reported as a truncated program."""
 
     def __init__(self, data: bytes):
-        self.data, self.pos = bytes(data), 0
+        self.data, self.pos = memoryview(data), 0      # constant segments stay views
         self.strings: list[str] = []
 
     def read_table(self):
         (n,) = self.unpack("I")
         for _ in range(n):
             (size,) = self.unpack("I")
-            self.strings.append(self.data[self.pos:self.pos + size].decode())
+            self.strings.append(str(self.data[self.pos:self.pos + size], "utf-8"))
             self.pos += size
 
     def unpack(self, fmt):

@@ -9,8 +9,10 @@ from isa.commands import Compute, DmaCopy, DmaFill
 from .simulator import command_traffic
 
 
-def command_energy_pj(cmd, cost, config, memory_names, cycles_to_s) -> dict[str, float]:
-    """Dynamic energy of one command by component, in pJ."""
+def command_energy_pj(cmd, cost, config, memory_names, cycles_to_s,
+                      traffic=None) -> dict[str, float]:
+    """Dynamic energy of one command by component, in pJ (`traffic`: its command_traffic,
+    when the caller has it already)."""
     e = config.energy
     out: dict[str, float] = {}
 
@@ -18,7 +20,7 @@ def command_energy_pj(cmd, cost, config, memory_names, cycles_to_s) -> dict[str,
         if pj:
             out[key] = out.get(key, 0.0) + pj
 
-    for mem, read, written in command_traffic(cmd):
+    for mem, read, written in traffic or command_traffic(cmd):
         if mem == 0:
             add("onchip", read * e.sram_read_pj_per_byte + written * e.sram_write_pj_per_byte)
         else:

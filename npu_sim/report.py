@@ -118,12 +118,13 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
     layer_bytes = [dict() for _ in range(n_layers)]
     moved = {m: {"read": 0, "written": 0} for m in ["onchip"] + names}
     for cmd in program.commands:
-        parts = command_energy_pj(cmd, sim.costs[cmd.id], config, names, 1 / clock_hz)
+        traffic = command_traffic(cmd)
+        parts = command_energy_pj(cmd, sim.costs[cmd.id], config, names, 1 / clock_hz, traffic)
         for k, v in parts.items():
             energy[k] = energy.get(k, 0.0) + v
         if 0 <= cmd.layer < n_layers:
             layer_energy[cmd.layer] += sum(parts.values())
-        for mem, r, w in command_traffic(cmd):
+        for mem, r, w in traffic:
             name = program.memory_name(mem)
             moved[name]["read"] += r
             moved[name]["written"] += w
