@@ -74,16 +74,20 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
                           config.placement.feature_maps, config.sram.size, RESIDENT_FRACTION,
                           {n: m.size for n, m in config.memories.items()})
 
+    def memory_cost(mem: int) -> float:
+        """DMA cycles per byte from memory `mem` (0: on chip, free for the search)."""
+        if mem == 0:
+            return 0.0
+        return 1.0 / min(config.memory_bytes_per_cycle(memories[mem - 1]),
+                         config.dma.bytes_per_cycle)
+
     def cost_per_byte(name: str) -> float:
         loc = placement.find(name)
-        if loc is None or loc.mem == 0:
-            return 0.0
-        mem = memories[loc.mem - 1]
-        return 1.0 / min(config.memory_bytes_per_cycle(mem), config.dma.bytes_per_cycle)
+        return 0.0 if loc is None else memory_cost(loc.mem)
 
     emitter = Emitter()
     lowering = Lowering(graph, placement, emitter, config.dma.channels, cost_per_byte,
-                        tile_overhead=config.dma.setup_cycles + 16)
+                        tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost)
     lowering.handoffs = _handoffs(steps)
     preloads = plan_prefetch(graph, steps, placement, lowering)
     layer_of, layers = [], []            # step index -> index of its layer

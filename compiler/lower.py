@@ -14,15 +14,17 @@ from .steps import Step
 from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim
 
 PRELOAD_CHUNK_BYTES = 16 * 1024
+PRELOAD_CHUNK_CYCLES = 1024       # four simulator bursts: ports are shared at that granularity
 
 
 class Lowering:
     def __init__(self, graph, placement: Placement, emitter, dma_channels: int,
-                 cost_per_byte, tile_overhead: float):
+                 cost_per_byte, tile_overhead: float, memory_cost=lambda mem: 0.0):
         self.g, self.p, self.em = graph, placement, emitter
         self.channels = dma_channels
         self.ctx = Context(graph, placement.on_chip, cost_per_byte)
         self.tile_overhead = tile_overhead
+        self.memory_cost = memory_cost
         self._plans: dict[tuple, object] = {}
         # Outputs of steps that hand data to or from a step on the other compute engine.
         self.handoffs: set[str] = set()
@@ -40,8 +42,9 @@ class Lowering:
         return space, opcode, attrs, self._plans[key]
 
     def preload(self, name: str):
-        """Copy a staged constant from its home to its on-chip copy, in chunks of whole rows so
-        a long copy shares the memory port with the loads of the steps it overlaps."""
+        """Copy a staged constant from its home to its on-chip copy, in chunks of whole rows
+        (at least PRELOAD_CHUNK_BYTES, about PRELOAD_CHUNK_CYCLES of transfer each) so a long
+        copy shares the memory port with the loads of the steps it overlaps."""
         dst = self.p.staged_copy(name)
         src = self.p.home(name)
         src = TensorView(src.mem, src.addr, dst.shape, src.strides, src.dtype)
@@ -49,7 +52,9 @@ class Lowering:
             self.em.copy(src, dst, self._channel("const"))
             return
         rows = src.shape[0]
-        per = max(1, PRELOAD_CHUNK_BYTES * rows // max(src.nbytes, 1))
+        cost = self.memory_cost(src.mem)
+        chunk = max(PRELOAD_CHUNK_BYTES, PRELOAD_CHUNK_CYCLES / cost if cost else 0)
+        per = max(1, int(chunk * rows // max(src.nbytes, 1)))
         for first in range(0, rows, per):
             count = min(per, rows - first)
             self.em.copy(_rows(src, 0, first, count), _rows(dst, 0, first, count),

@@ -6,7 +6,9 @@ copied on chip right after an earlier step's commands, on the constants' DMA que
 that no step in between needs: every step keeps at least the working set of the tile plan it
 had without prefetch (so no step tiles worse), and a reading step keeps its plan minus the
 buffers the copy replaces. Constants are taken in the order they are first read, each staged as
-early as it fits, so the queue carries them in the order the array needs them.
+early as it fits, so the queue carries them in the order the array needs them. A constant too
+large to stage whole, read in boxes of whole leading rows (a weight tensor's output-channel
+slices), gets its first boxes staged instead.
 """
 from __future__ import annotations
 
@@ -78,14 +80,14 @@ def _row_granule(opnd, plan, space) -> int:
     boxes."""
     if not opnd.shape:
         return 0
-    counts = set()
+    rows = []
     for tile in iterate_tiles(plan, space.dims):
         box = opnd.box(tile)
-        if (len(box) != len(opnd.shape) or box[0][1] <= 0 or box[0][0] % box[0][1]
-                or any(b != (0, n) for b, n in zip(box[1:], opnd.shape[1:]))):
+        if len(box) != len(opnd.shape) or any(b != (0, n) for b, n in zip(box[1:], opnd.shape[1:])):
             return 0
-        counts.add(box[0][1])
-    return max(counts) if len(counts) <= 2 else 0
+        rows.append(box[0])
+    granule = max(count for _, count in rows)
+    return granule if granule and all(start % granule == 0 for start, _ in rows) else 0
 
 
 def _stage_prefix(placement: Placement, root: str, reader: int, granule: int,
@@ -111,5 +113,6 @@ def _stage_prefix(placement: Placement, root: str, reader: int, granule: int,
     if not sizes or max(sizes) == 0:
         return None
     start = next(s for s, k in enumerate(sizes) if 2 * k >= max(sizes))
-    placement.stage(root, start, reader, min(ceiling[start:reader + 1]), rows=sizes[start] * granule)
+    placement.stage(root, start, reader, min(ceiling[start:reader + 1]),
+                    rows=sizes[start] * granule)
     return start

@@ -21,7 +21,24 @@ _CHUNK = 1 << 22  # max elements of one im2col block (bounds temporary memory)
 
 
 def _maxabs(a) -> int:
-    return int(np.abs(a).max(initial=0))
+    # Two reductions, no |a| temporary; Python ints so that |int64 min| cannot wrap.
+    return max(abs(int(a.min())), abs(int(a.max()))) if a.size else 0
+
+
+def _centered_bound(x, zp) -> int:
+    """max |x - zp| from x's extremes, without forming x - zp."""
+    return max(abs(int(x.min()) - int(zp)), abs(int(x.max()) - int(zp))) if x.size else 0
+
+
+def _centered_as(x, zp, dt) -> np.ndarray:
+    """x - zp in the MAC dtype. Narrow integers convert straight to a float dtype: their
+    differences are small integers, exact in float32."""
+    if np.issubdtype(dt, np.floating) and x.dtype.itemsize <= 2:
+        y = x.astype(dt)
+        if zp:
+            y -= dt(zp)
+        return y
+    return _centered(x, zp).astype(dt, copy=False)
 
 
 def _mac_plan(k: int, a_max: int, b_max: int):
@@ -85,19 +102,19 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     ic, oc = ifm.shape[-1], weights.shape[0]
     if weights.shape[-1] != ic:
         raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
-    xc = _centered(ifm, input_zp)
-    wc = _centered(weights, weight_zp).reshape(oc, -1).T  # [K*IC, OC]
-    k = wc.shape[0]
-    plan = _mac_plan(k, _maxabs(xc), _maxabs(wc))
+    k = int(np.prod(weights.shape[1:], dtype=np.int64))
+    plan = _mac_plan(k, _centered_bound(ifm, input_zp), _centered_bound(weights, weight_zp))
     dt = plan[0]
-    xp = _pad_spatial(xc.astype(dt), pads)  # padding contributes exactly 0 after centering
+    wc = _centered_as(weights, weight_zp, dt).reshape(oc, -1).T  # [K*IC, OC]
+    # padding contributes exactly 0 after centering
+    xp = _pad_spatial(_centered_as(ifm, input_zp, dt), pads)
     out_sizes = _out_sizes(ifm.shape[1:-1], pads, kernel, stride, dilation)
     n = ifm.shape[0]
     out = np.empty((n, *[max(o, 0) for o in out_sizes], oc), dtype=np.int64)
     if out.size == 0:
         return out
     win = _windows(xp, out_sizes, kernel, stride, dilation)
-    wc = wc.astype(dt)
+    wc = np.ascontiguousarray(wc)
     # Chunk over the first output spatial axis so the im2col copy stays bounded.
     per_row = n * int(np.prod(out_sizes[1:], dtype=np.int64)) * k
     step = max(1, _CHUNK // max(per_row, 1))
@@ -143,7 +160,7 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
     # in int32 when the KH*KW-term sums provably fit (faster), else int64.
     dt = np.int32 if kh * kw * _maxabs(xc) * _maxabs(wc) < (1 << 31) else np.int64
     xp = _pad_spatial(xc.astype(dt, copy=False), pads)
-    wc = wc.astype(dt)
+    wc = np.ascontiguousarray(wc)
     oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
     n = ifm.shape[0]
     acc = np.zeros((n, max(oh, 0), max(ow, 0), c, m), dtype=dt)
