@@ -26,6 +26,7 @@ class Lowering:
         self.tile_overhead = tile_overhead
         self.memory_cost = memory_cost
         self._plans: dict[tuple, object] = {}
+        self._candidates: dict[tuple, dict] = {}     # per space: its search levels' plans
         # Outputs of steps that hand data to or from a step on the other compute engine.
         self.handoffs: set[str] = set()
 
@@ -36,9 +37,11 @@ class Lowering:
         if step.output in self.handoffs and row_dim(space):
             stream = row_dim(space)
             space = dataclasses.replace(space, stream=stream, levels={**space.levels, stream: 0})
-        key = (step.output, budget, tuple(o.on_chip for o in space.inputs), space.output.on_chip)
+        shape = (step.output, tuple(o.on_chip for o in space.inputs), space.output.on_chip)
+        key = shape + (budget,)
         if key not in self._plans:
-            self._plans[key] = plan_tiles(space, budget, self.tile_overhead)
+            self._plans[key] = plan_tiles(space, budget, self.tile_overhead,
+                                          self._candidates.setdefault(shape, {}))
         return space, opcode, attrs, self._plans[key]
 
     def preload(self, name: str):

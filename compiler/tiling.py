@@ -150,9 +150,11 @@ def _loads(order, counts, depends) -> int:
 
 
 def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: float,
-             tiles=None) -> TilePlan:
+             tiles=None, boxes=None) -> TilePlan:
+    """The plan of tile `sizes` in loop `order`; `boxes`: box_sizes() of its tiles, when the
+    caller evaluates several orders of the same sizes."""
     counts = {d: -(-space.dims[d] // sizes[d]) for d in space.dims}
-    in_bytes, out_bytes, burst = box_sizes(space, tiles or _sample_tiles(space, sizes))
+    in_bytes, out_bytes, burst = boxes or box_sizes(space, tiles or _sample_tiles(space, sizes))
     buffers, buffer_bytes, working, cost = {}, {}, 0, 0.0
     for opnd in space.inputs:
         loads = _loads(order, counts, opnd.depends)
@@ -186,19 +188,31 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
                     time)
 
 
-def search(space: TileSpace, budget: int, tile_overhead: float = 64.0) -> TilePlan | None:
-    """The cheapest plan whose working set fits `budget` bytes, or None."""
+def _candidates(space: TileSpace, level: int, tile_overhead: float) -> list[TilePlan]:
+    """Every plan of one search level: the halvings of its splittable dims in every order."""
+    splittable = [d for d in space.dims if space.levels[d] <= level]
+    options = [_halvings(space.dims[d], space.granule.get(d, 1)) for d in splittable]
+    plans = []
+    for combo in itertools.product(*options):
+        sizes = {d: space.dims[d] for d in space.dims}
+        sizes.update(zip(splittable, combo))
+        boxes = box_sizes(space, _sample_tiles(space, sizes))
+        plans += [evaluate(space, sizes, order, tile_overhead, boxes=boxes)
+                  for order in space.orders]
+    return plans
+
+
+def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
+           candidates: dict | None = None) -> TilePlan | None:
+    """The cheapest plan whose working set fits `budget` bytes, or None. `candidates` keeps
+    each level's plans for searches of the same space with other budgets."""
     for level in range(max(space.levels.values(), default=0) + 1):
-        splittable = [d for d in space.dims if space.levels[d] <= level]
-        options = [_halvings(space.dims[d], space.granule.get(d, 1)) for d in splittable]
-        fitting = []
-        for combo in itertools.product(*options):
-            sizes = {d: space.dims[d] for d in space.dims}
-            sizes.update(zip(splittable, combo))
-            for order in space.orders:
-                plan = evaluate(space, sizes, order, tile_overhead)
-                if plan.working_set <= budget:
-                    fitting.append(plan)
+        if candidates is None or level not in candidates:
+            plans = _candidates(space, level, tile_overhead)
+            if candidates is not None:
+                candidates[level] = plans
+        fitting = [p for p in (plans if candidates is None else candidates[level])
+                   if p.working_set <= budget]
         if fitting:
             # Within NEAR_BEST of the fastest, the smallest working set: buffer room is worth
             # more to weight prefetch than a percent of this step's time.
@@ -250,12 +264,13 @@ def window(start: int, count: int, stride: int, pad_before: int, extent: int, fu
     return lo, hi - lo + 1, lo - first, last - hi
 
 
-def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0) -> TilePlan | None:
+def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
+               candidates: dict | None = None) -> TilePlan | None:
     """search(), then size every buffer over all tiles; if a tile the samples missed needs
     more space, search again with a budget reduced by the shortfall."""
     target = budget
     while target > 0:
-        plan = search(space, target, tile_overhead)
+        plan = search(space, target, tile_overhead, candidates)
         if plan is None:
             return None
         exact = evaluate(space, plan.sizes, plan.order, tile_overhead,

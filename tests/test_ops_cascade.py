@@ -55,3 +55,33 @@ def test_pointwise_into_depthwise(case, cfg):
     producer = ["CONV2D", "RESCALE"] + (["CLAMP"] if producer_clamp else [])
     consumer = ["DEPTHWISE_CONV2D", "RESCALE"] + (["CLAMP"] if mode == "clamp" else [])
     check(g, cfg, split=split, layers=[producer + consumer])
+
+
+def test_int16_pointwise_into_depthwise(cfg):
+    """EXT-INT16: int16 activations, int48 accumulators and 16-bit RESCALE multipliers in both
+    the cascaded producer and the depthwise conv."""
+    rng = np.random.default_rng(5100)
+    n, h, w, ic, c = 1, 12, 10, 6, 12
+    g = GraphBuilder()
+    x = g.tensor((n, h, w, ic), DType.INT16, rand(rng, DType.INT16, (n, h, w, ic)))
+    pw_bias = rng.integers(-(1 << 30), 1 << 30, size=c).astype(np.int64)
+    acc = g.intermediate((n, h, w, c), DType.INT48)
+    attr = ts.TosaSerializerAttribute()
+    attr.Conv2dAttribute([0, 0, 0, 0], [1, 1], [1, 1], False, DType.INT48)
+    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (c, 1, 1, ic)), DType.INT8),
+                    g.tensor([c], DType.INT48, pw_bias, is_const=True), scalar(g, 0, DType.INT16),
+                    scalar(g, 0, DType.INT8)], [acc], attr)
+    mid = mac_stage(g, rng, acc, np.array([ic * 32768 * 128 + (1 << 30)]), (n, h, w, c),
+                    mode="rescale", scale32=False, acc_dt=DType.INT48, out_dt=DType.INT16,
+                    output=False)
+    dw_bias = rng.integers(-(1 << 30), 1 << 30, size=c).astype(np.int64)
+    dw_acc = g.intermediate((n, h, w, c), DType.INT48)
+    attr = ts.TosaSerializerAttribute()
+    attr.DepthwiseConv2dAttribute([1, 1, 1, 1], [1, 1], [1, 1], False, DType.INT48)
+    g.op("DEPTHWISE_CONV2D", [mid, const(g, rand(rng, DType.INT8, (3, 3, c, 1)), DType.INT8),
+                              g.tensor([c], DType.INT48, dw_bias, is_const=True),
+                              scalar(g, 0, DType.INT16), scalar(g, 0, DType.INT8)], [dw_acc], attr)
+    mac_stage(g, rng, dw_acc, np.array([9 * 32768 * 128 + (1 << 30)]), (n, h, w, c),
+              mode="clamp", scale32=False, acc_dt=DType.INT48, out_dt=DType.INT16)
+    check(g, cfg, split=("oh",), layers=[["CONV2D", "RESCALE", "DEPTHWISE_CONV2D", "RESCALE",
+                                          "CLAMP"]])
