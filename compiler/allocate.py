@@ -18,6 +18,14 @@ class IntervalAllocator:
         self.high_water = base
 
     def place(self, size: int, first: int, last: int, limit: int | None = None) -> int | None:
+        """Place `size` bytes alive over [first, last] at find()'s address; None if none."""
+        addr = self.find(size, first, last, limit)
+        if addr is not None:
+            self.placed.append((addr, align(max(size, 1)), first, last))
+            self.high_water = max(self.high_water, addr + align(max(size, 1)))
+        return addr
+
+    def find(self, size: int, first: int, last: int, limit: int | None = None) -> int | None:
         """First-fit address for `size` bytes alive over [first, last], ending at or below
         `limit` (default: the end of the region), or None."""
         size = align(max(size, 1))
@@ -29,6 +37,4 @@ class IntervalAllocator:
             addr = max(addr, align(a + s))
         if addr + size > (self.base + self.capacity if limit is None else limit):
             return None
-        self.placed.append((addr, size, first, last))
-        self.high_water = max(self.high_water, addr + size)
         return addr

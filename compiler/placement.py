@@ -65,9 +65,7 @@ class Placement:
         over steps [first, last], ending at or below address `limit`; False when it does not
         fit. Readers see a whole copy in place of the constant; a prefix through
         staged_box()."""
-        t = self.graph.tensors[name]
-        size = t.nbytes if rows is None else t.nbytes // t.shape[0] * rows
-        addr = self._resident.place(size, first, last, limit)
+        addr = self._resident.place(self._staged_bytes(name, rows), first, last, limit)
         if addr is None:
             return False
         if rows is None:
@@ -77,12 +75,14 @@ class Placement:
         self._update_workspaces(len(self.workspaces))
         return True
 
-    def unstage(self, name: str):
-        """Undo the last stage()."""
-        self._resident.placed.pop()
-        self.staged.pop(name, None)
-        self.prefixes.pop(name, None)
-        self._update_workspaces(len(self.workspaces))
+    def can_stage(self, name: str, first: int, last: int, limit: int,
+                  rows: int | None = None) -> bool:
+        """Whether stage() with these arguments would succeed (nothing is reserved)."""
+        return self._resident.find(self._staged_bytes(name, rows), first, last, limit) is not None
+
+    def _staged_bytes(self, name: str, rows: int | None) -> int:
+        t = self.graph.tensors[name]
+        return t.nbytes if rows is None else t.nbytes // t.shape[0] * rows
 
     def staged_copy(self, name: str) -> TensorView | None:
         """The on-chip copy of a staged constant or prefix (whole rows), or None."""

@@ -58,12 +58,13 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
             continue
         first, last = users[0], users[-1]
         ceiling = [onchip - need[j] + replaced.get((j, root), 0) for j in range(n)]
-        for start in range(first):
-            if placement.stage(root, start, last, min(ceiling[start:last + 1])):
-                for u in users:
-                    need[u] -= replaced.get((u, root), 0)
-                preloads.setdefault(start, []).append((root, first))
-                break
+        start = _earliest(first, lambda s: placement.can_stage(
+            root, s, last, min(ceiling[s:last + 1])))
+        if start is not None:
+            placement.stage(root, start, last, min(ceiling[start:last + 1]))
+            for u in users:
+                need[u] -= replaced.get((u, root), 0)
+            preloads.setdefault(start, []).append((root, first))
         else:
             granule = row_tiles.get((first, root), 0) if len(users) == 1 else 0
             if granule:
@@ -90,6 +91,21 @@ def _row_granule(opnd, plan, space) -> int:
     return granule if granule and all(start % granule == 0 for start, _ in rows) else 0
 
 
+def _earliest(end: int, fits) -> int | None:
+    """The earliest start in [0, end) for which fits(start) holds, or None. A later start
+    spans fewer steps under a looser limit, so fits() is monotone and a bisection finds it."""
+    if end <= 0 or not fits(end - 1):
+        return None
+    lo, hi = 0, end - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def _stage_prefix(placement: Placement, root: str, reader: int, granule: int,
                   ceiling: list[int]) -> int | None:
     """Stage the largest whole-box prefix of a constant too large to stage whole. The earliest
@@ -97,22 +113,22 @@ def _stage_prefix(placement: Placement, root: str, reader: int, granule: int,
     overlap, larger is more bytes off the reader's critical path. Returns the start."""
     boxes = -(-placement.graph.tensors[root].shape[0] // granule)
 
-    def largest(start):
-        lo, hi = 0, boxes - 1                      # a prefix of the whole tensor is a full copy
+    def fits(start, k):
+        return placement.can_stage(root, start, reader, min(ceiling[start:reader + 1]),
+                                   rows=k * granule)
+
+    def largest(start, lo=0):
+        hi = boxes - 1                             # a prefix of the whole tensor is a full copy
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if placement.stage(root, start, reader, min(ceiling[start:reader + 1]),
-                               rows=mid * granule):
-                placement.unstage(root)
-                lo = mid
-            else:
-                hi = mid - 1
+            lo, hi = (mid, hi) if fits(start, mid) else (lo, mid - 1)
         return lo
 
-    sizes = [largest(start) for start in range(reader)]
-    if not sizes or max(sizes) == 0:
+    most = largest(reader - 1) if reader else 0     # the latest start gets the most room
+    if most == 0:
         return None
-    start = next(s for s, k in enumerate(sizes) if 2 * k >= max(sizes))
+    half = -(-most // 2)
+    start = _earliest(reader, lambda s: fits(s, half))
     placement.stage(root, start, reader, min(ceiling[start:reader + 1]),
-                    rows=sizes[start] * granule)
+                    rows=largest(start, half) * granule)
     return start
