@@ -61,15 +61,20 @@ def _centered(x, zp) -> np.ndarray:
 
 def _matmul(a, b, plan) -> np.ndarray:
     """Exact a @ b of integer-valued arrays following `plan` (from _mac_plan), as int64."""
+    return _exact_matmul(a, b, plan).astype(np.int64, copy=False)
+
+
+def _exact_matmul(a, b, plan) -> np.ndarray:
+    """a @ b in the plan's dtype: integer values, exactly (assign it to int64 storage)."""
     dt, kc = plan
     a, b = a.astype(dt, copy=False), b.astype(dt, copy=False)
     k = a.shape[-1]
     if kc >= k:
-        return np.matmul(a, b).astype(np.int64)
+        return np.matmul(a, b)
     acc = np.matmul(a[..., :kc], b[..., :kc, :]).astype(np.float64)
     for i in range(kc, k, kc):
         acc += np.matmul(a[..., i:i + kc], b[..., i:i + kc, :])  # exact float32 -> float64 sum
-    return acc.astype(np.int64)
+    return acc
 
 
 def _pad_spatial(x, pads) -> np.ndarray:
@@ -121,7 +126,8 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     for r0 in range(0, out_sizes[0], step):
         blk = win[:, r0:r0 + step]
         cols = blk.reshape(-1, k)  # copies the windows: [M, K*IC] in (kernel..., IC) order
-        out[:, r0:r0 + step] = _matmul(cols, wc, plan).reshape(*blk.shape[:1 + len(kernel)], oc)
+        out[:, r0:r0 + step] = _exact_matmul(cols, wc, plan).reshape(
+            *blk.shape[:1 + len(kernel)], oc)
     return out
 
 
