@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from isa.commands import Compute
+
 from .energy import command_energy_pj
 from .simulator import SimResult, command_traffic
 
@@ -20,6 +22,7 @@ class LayerRow:
     unit: str
     start: int
     end: int
+    compute_start: int    # its first compute command; before it only DMA ran (weight prefetch)
     cycles: int           # how far the layer pushed the run's end: the rows add up to the total
     span: int             # first command's start to last command's end (layers overlap)
     macs: int
@@ -61,12 +64,13 @@ class Report:
         buf = io.StringIO()
         w = csv.writer(buf)
         mems = sorted({m for row in self.layers for m in row.bytes})
-        w.writerow(["index", "name", "ops", "unit", "start", "end", "cycles", "span", "macs",
+        w.writerow(["index", "name", "ops", "unit", "start", "end", "compute_start", "cycles",
+                    "span", "macs",
                     "mac_utilization", "tiles", "commands", "energy_uj", "roofline_cycles"]
                    + [f"bytes_{m}" for m in mems])
         for r in self.layers:
-            w.writerow([r.index, r.name, "+".join(r.ops), r.unit, r.start, r.end, r.cycles, r.span,
-                        r.macs,
+            w.writerow([r.index, r.name, "+".join(r.ops), r.unit, r.start, r.end,
+                        r.compute_start, r.cycles, r.span, r.macs,
                         f"{r.mac_utilization:.4f}", r.tiles, r.commands, f"{r.energy_uj:.4f}",
                         r.roofline_cycles] + [r.bytes.get(m, 0) for m in mems])
         return buf.getvalue()
@@ -170,9 +174,12 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
 
     rows = []
     by_layer: list[list[int]] = [[] for _ in range(n_layers)]
+    computing: list[list[int]] = [[] for _ in range(n_layers)]
     for cmd in program.commands:
         if 0 <= cmd.layer < n_layers:
             by_layer[cmd.layer].append(cmd.id)
+            if isinstance(cmd, Compute):
+                computing[cmd.layer].append(cmd.id)
     frontier = 0
     mac_busy = np.zeros(n_layers)
     for cmd in program.commands:
@@ -187,7 +194,8 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
         frontier = max(frontier, e)
         terms = [layer.macs / macs_per_cycle] + [
             b / config.memory_bytes_per_cycle(m) for m, b in layer.min_bytes.items()]
-        rows.append(LayerRow(i, layer.name, layer.ops, layer.unit, s, e, advance, span,
+        cs = int(sim.start[computing[i]].min()) if computing[i] else s
+        rows.append(LayerRow(i, layer.name, layer.ops, layer.unit, s, e, cs, advance, span,
                              layer.macs, layer.macs / (mac_busy[i] * macs_per_cycle)
                              if mac_busy[i] else 0.0,
                              layer.tiles, len(ids), layer_bytes[i],

@@ -1,7 +1,9 @@
 """Per-layer Gantt chart in the terminal (`npu-sim run --timeline`): a rendering of the Report.
 
 One line per layer, however many layers: name, a bar on a time axis common to all rows and
-scaled to the terminal width, cycles. Edge cells show half blocks so short layers stay visible.
+scaled to the terminal width, cycles. Edge cells show half blocks so short layers stay visible;
+a light shade marks the time before the layer's first compute, when only its loads ran (a
+long shade: weights prefetched while earlier layers computed).
 """
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import shutil
 import sys
 
 UNICODE = {"full": "█", "left": "▌", "right": "▐", "thin": "│", "edge": "│",
-           "rule": "─"}
-ASCII = {"full": "#", "left": "#", "right": "#", "thin": "|", "edge": "|", "rule": "-"}
+           "rule": "─", "light": "░"}
+ASCII = {"full": "#", "left": "#", "right": "#", "thin": "|", "edge": "|", "rule": "-",
+         "light": "."}
 
 
 def _bar(start: int, end: int, total: int, width: int, glyph: dict) -> str:
@@ -62,6 +65,9 @@ def render_timeline(report, columns: int | None = None, unicode: bool | None = N
            f"{'':>{iw}} {'':<{nw}} {glyph['edge']}{glyph['rule'] * width}{glyph['edge']}"]
     for r in rows:
         name = r.name if len(r.name) <= nw else r.name[:nw - 1] + ("…" if unicode else "~")
-        out.append(f"{r.index:>{iw}} {name:<{nw}} {glyph['edge']}"
-                   f"{_bar(r.start, r.end, total, width, glyph)}{glyph['edge']} {r.cycles:>{cw},}")
+        bar = _bar(r.compute_start, r.end, total, width, glyph)
+        ahead = _bar(r.start, r.compute_start, total, width, glyph)
+        bar = "".join(b if b != " " or a == " " else glyph["light"] for a, b in zip(ahead, bar))
+        out.append(f"{r.index:>{iw}} {name:<{nw}} {glyph['edge']}{bar}{glyph['edge']}"
+                   f" {r.cycles:>{cw},}")
     return "\n".join(out) + "\n"

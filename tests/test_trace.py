@@ -191,3 +191,12 @@ def test_cli_trace_and_timeline(tmp_path):
     r = _cli("run", SMALL, "--config", "edge-256", "--timing-only",
              "--trace", tmp_path / "missing-dir" / "t.json")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_timeline_shades_the_time_before_a_layer_computes(run):
+    """Prefetched weights start a layer's span long before it computes: that part is shaded."""
+    report = run[2].report
+    early = [r for r in report.layers if r.compute_start > r.start]
+    assert early and all(r.start <= r.compute_start <= r.end for r in report.layers)
+    rows = render_timeline(report, 200, True).splitlines()[3:]
+    assert any("░" in rows[r.index] for r in early)
