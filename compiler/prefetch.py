@@ -8,9 +8,13 @@ had without prefetch (so no step tiles worse), and a reading step keeps its plan
 buffers the copy replaces. Constants are taken in the order they are first read, each staged as
 early as it fits, so the queue carries them in the order the array needs them. A constant too
 large to stage whole, read in boxes of whole leading rows (a weight tensor's output-channel
-slices), gets its first boxes staged instead.
+slices), gets its first boxes staged instead: as many as the steps before its reader leave the
+memory idle long enough to load, by their tile plans' estimates (compute time less transfer
+time, less what earlier preloads already booked).
 """
 from __future__ import annotations
+
+import math
 
 from .ir import Graph
 from .placement import Placement
@@ -29,6 +33,8 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
     need = [0] * n               # bytes of workspace each step must keep
     replaced: dict[tuple[int, str], int] = {}   # (step, constant) -> bytes of its tile buffers
     row_tiles: dict[tuple[int, str], int] = {}  # (step, constant) -> rows per box, 0: not rows
+    idle = [0.0] * n             # estimated cycles each step leaves the memories idle
+    load: dict[str, float] = {}  # constant -> estimated cycles to load it
     for i, step in enumerate(steps):
         if step.kind not in TILED:
             continue
@@ -37,12 +43,14 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
             need[i] = onchip                    # reported when the step is lowered
             continue
         need[i] = plan.working_set
+        idle[i] = max(plan.cost - plan.transfer, 0.0)
         for opnd in space.inputs:
             if opnd.role in plan.buffers and graph.tensors[opnd.tensor].is_const:
                 key = (i, placement.root(opnd.tensor))
                 replaced[key] = replaced.get(key, 0) + (plan.buffers[opnd.role]
                                                         * plan.buffer_bytes[opnd.role])
                 row_tiles[key] = _row_granule(opnd, plan, space)
+                load[key[1]] = graph.tensors[key[1]].nbytes * opnd.cost_per_byte
     readers: dict[str, list[int]] = {}
     for i, step in enumerate(steps):
         for name in step.inputs:
@@ -65,14 +73,24 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
             for u in users:
                 need[u] -= replaced.get((u, root), 0)
             preloads.setdefault(start, []).append((root, first))
+            _use(idle, start, first, load.get(root, 0.0))
         else:
             granule = row_tiles.get((first, root), 0) if len(users) == 1 else 0
             if granule:
                 start = _stage_prefix(placement, root, first, granule,
-                                      [onchip - need[j] for j in range(n)])
+                                      [onchip - need[j] for j in range(n)], idle,
+                                      load.get(root, 0.0))
                 if start is not None:
                     preloads.setdefault(start, []).append((root, first))
     return preloads
+
+
+def _use(idle: list[float], start: int, end: int, cycles: float):
+    """Book `cycles` of transfer into the idle time of steps [start, end), earliest first."""
+    for j in range(start, end):
+        take = min(idle[j], cycles)
+        idle[j] -= take
+        cycles -= take
 
 
 def _row_granule(opnd, plan, space) -> int:
@@ -107,28 +125,37 @@ def _earliest(end: int, fits) -> int | None:
 
 
 def _stage_prefix(placement: Placement, root: str, reader: int, granule: int,
-                  ceiling: list[int]) -> int | None:
-    """Stage the largest whole-box prefix of a constant too large to stage whole. The earliest
-    start that gets at least half of the largest prefix any start gets: earlier is more
-    overlap, larger is more bytes off the reader's critical path. Returns the start."""
-    boxes = -(-placement.graph.tensors[root].shape[0] // granule)
+                  ceiling: list[int], idle: list[float], load: float) -> int | None:
+    """Stage the whole-box prefix of a constant too large to stage whole that the idle time
+    before its reader can load: for each start, the largest prefix that fits, worth as many
+    bytes as the steps from there to the reader leave the memory idle for. The best start;
+    among equals the latest, which holds the room for the shortest time. Returns it."""
+    rows = placement.graph.tensors[root].shape[0]
+    boxes = -(-rows // granule)
+    per_box = load * granule / rows              # cycles to load one box
+    if per_box <= 0:
+        return None
 
     def fits(start, k):
         return placement.can_stage(root, start, reader, min(ceiling[start:reader + 1]),
                                    rows=k * granule)
 
-    def largest(start, lo=0):
-        hi = boxes - 1                             # a prefix of the whole tensor is a full copy
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if fits(start, mid) else (lo, mid - 1)
-        return lo
-
-    most = largest(reader - 1) if reader else 0     # the latest start gets the most room
-    if most == 0:
+    best, best_value, k, ahead = None, 0.0, boxes - 1, 0.0
+    for start in range(reader - 1, -1, -1):      # a larger lead fits no larger a prefix
+        ahead += idle[start]
+        lo = 0
+        while lo < k:
+            mid = (lo + k + 1) // 2
+            lo, k = (mid, k) if fits(start, mid) else (lo, mid - 1)
+        if k == 0:
+            break
+        value = min(k * per_box, ahead)
+        if value > best_value:
+            # No more boxes than the idle time can bring in: the rest would only hold room.
+            best, best_value = (start, min(k, math.ceil(ahead / per_box))), value
+    if best is None:
         return None
-    half = -(-most // 2)
-    start = _earliest(reader, lambda s: fits(s, half))
-    placement.stage(root, start, reader, min(ceiling[start:reader + 1]),
-                    rows=largest(start, half) * granule)
+    start, count = best
+    placement.stage(root, start, reader, min(ceiling[start:reader + 1]), rows=count * granule)
+    _use(idle, start, reader, count * per_box)
     return start

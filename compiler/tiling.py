@@ -71,7 +71,8 @@ class TilePlan:
     buffer_bytes: dict[str, int]             # role -> bytes of one buffer
     acc_bytes: int
     working_set: int
-    cost: float
+    cost: float                              # estimated cycles of the step
+    transfer: float = 0.0                    # of which its external transfers take
 
     @property
     def n_tiles(self) -> int:
@@ -185,7 +186,7 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
     if space.stream:
         time += compute / counts[space.stream]
     return TilePlan(dict(sizes), tuple(order), counts, buffers, buffer_bytes, acc_bytes, working,
-                    time)
+                    time, cost)
 
 
 def _candidates(space: TileSpace, level: int, tile_overhead: float) -> list[TilePlan]:
