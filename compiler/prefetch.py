@@ -6,11 +6,11 @@ copied on chip right after an earlier step's commands, on the constants' DMA que
 that no step in between needs: every step keeps at least the working set of the tile plan it
 had without prefetch (so no step tiles worse), and a reading step keeps its plan minus the
 buffers the copy replaces. Constants are taken in the order they are first read, each staged as
-early as it fits, so the queue carries them in the order the array needs them. A constant too
-large to stage whole, read in boxes of whole leading rows (a weight tensor's output-channel
-slices), gets its first boxes staged instead: as many as the steps before its reader leave the
-memory idle long enough to load, by their tile plans' estimates (compute time less transfer
-time, less what earlier preloads already booked).
+early as it fits, so the queue carries them in the order the array needs them. A constant read
+in boxes of whole leading rows (a weight tensor's output-channel slices) that is too large to
+stage whole, or fits only too late to hide its load, gets its first boxes staged instead: as
+many as the steps before its reader leave the memory idle long enough to load, by their tile
+plans' estimates (compute time less transfer time, less what earlier preloads booked).
 """
 from __future__ import annotations
 
@@ -65,23 +65,28 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
         if root in outputs or any((u, root) not in replaced for u in users):
             continue
         first, last = users[0], users[-1]
+        cycles = load.get(root, 0.0)
         ceiling = [onchip - need[j] + replaced.get((j, root), 0) for j in range(n)]
         start = _earliest(first, lambda s: placement.can_stage(
             root, s, last, min(ceiling[s:last + 1])))
-        if start is not None:
+        # A whole copy is worth the load time the idle steps before the reader can hide; when
+        # it only fits too late for that, the first boxes staged earlier may hide more.
+        whole = 0.0 if start is None else min(cycles, sum(idle[start:first]))
+        granule = row_tiles.get((first, root), 0) if len(users) == 1 else 0
+        prefix, keep = None, [onchip - need[j] for j in range(n)]   # a prefix replaces nothing
+        if granule and whole < cycles:
+            prefix = _best_prefix(placement, root, first, granule, keep, idle, cycles)
+        if prefix is not None and prefix[2] > whole:
+            start, count, _ = prefix
+            placement.stage(root, start, first, min(keep[start:first + 1]), rows=count * granule)
+            _use(idle, start, first, cycles * count * granule / graph.tensors[root].shape[0])
+            preloads.setdefault(start, []).append((root, first))
+        elif start is not None:
             placement.stage(root, start, last, min(ceiling[start:last + 1]))
             for u in users:
                 need[u] -= replaced.get((u, root), 0)
             preloads.setdefault(start, []).append((root, first))
-            _use(idle, start, first, load.get(root, 0.0))
-        else:
-            granule = row_tiles.get((first, root), 0) if len(users) == 1 else 0
-            if granule:
-                start = _stage_prefix(placement, root, first, granule,
-                                      [onchip - need[j] for j in range(n)], idle,
-                                      load.get(root, 0.0))
-                if start is not None:
-                    preloads.setdefault(start, []).append((root, first))
+            _use(idle, start, first, cycles)
     return preloads
 
 
@@ -124,12 +129,14 @@ def _earliest(end: int, fits) -> int | None:
     return lo
 
 
-def _stage_prefix(placement: Placement, root: str, reader: int, granule: int,
-                  ceiling: list[int], idle: list[float], load: float) -> int | None:
-    """Stage the whole-box prefix of a constant too large to stage whole that the idle time
-    before its reader can load: for each start, the largest prefix that fits, worth as many
-    bytes as the steps from there to the reader leave the memory idle for. The best start;
-    among equals the latest, which holds the room for the shortest time. Returns it."""
+def _best_prefix(placement: Placement, root: str, reader: int, granule: int,
+                 ceiling: list[int], idle: list[float],
+                 load: float) -> tuple[int, int, float] | None:
+    """(start, boxes, cycles it hides) of the whole-box prefix of a constant that the idle
+    time before its reader can best load: for each start, the largest prefix short of the
+    whole tensor that fits there, worth as many cycles as the steps from there to the reader
+    leave the memory idle. The best start, among equals the latest (it holds the room for
+    the shortest time); None if no prefix fits."""
     rows = placement.graph.tensors[root].shape[0]
     boxes = -(-rows // granule)
     per_box = load * granule / rows              # cycles to load one box
@@ -140,7 +147,7 @@ def _stage_prefix(placement: Placement, root: str, reader: int, granule: int,
         return placement.can_stage(root, start, reader, min(ceiling[start:reader + 1]),
                                    rows=k * granule)
 
-    best, best_value, k, ahead = None, 0.0, boxes - 1, 0.0
+    best, k, ahead = None, boxes - 1, 0.0
     for start in range(reader - 1, -1, -1):      # a larger lead fits no larger a prefix
         ahead += idle[start]
         lo = 0
@@ -150,12 +157,7 @@ def _stage_prefix(placement: Placement, root: str, reader: int, granule: int,
         if k == 0:
             break
         value = min(k * per_box, ahead)
-        if value > best_value:
+        if best is None or value > best[2]:
             # No more boxes than the idle time can bring in: the rest would only hold room.
-            best, best_value = (start, min(k, math.ceil(ahead / per_box))), value
-    if best is None:
-        return None
-    start, count = best
-    placement.stage(root, start, reader, min(ceiling[start:reader + 1]), rows=count * granule)
-    _use(idle, start, reader, count * per_box)
-    return start
+            best = (start, min(k, math.ceil(ahead / per_box)), value)
+    return best

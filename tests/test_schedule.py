@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import compiler.driver
-import compiler.prefetch
+from compiler.placement import Placement
 from compiler.loader import load_bytes
 from isa.commands import ONCHIP, DmaCopy
 from npu_sim import api, zoo
@@ -55,15 +55,15 @@ def test_staged_weight_prefixes_are_bit_exact(monkeypatch):
     """On a 16 KiB buffer most weights are too large to stage whole: their leading output
     channels are staged instead, and the layers read those boxes from the copy."""
     staged = []
-    real = compiler.prefetch._stage_prefix
+    real = Placement.stage
 
-    def recording(placement, root, *args):
-        start = real(placement, root, *args)
-        if start is not None:
-            staged.append(root)
-        return start
+    def recording(placement, name, *args, rows=None):
+        done = real(placement, name, *args, rows=rows)
+        if done and rows is not None:
+            staged.append(name)
+        return done
 
-    monkeypatch.setattr(compiler.prefetch, "_stage_prefix", recording)
+    monkeypatch.setattr(Placement, "stage", recording)
     tosa, meta = zoo.build("mobilenet_v2", width=0.35, resolution=64, num_classes=16)
     cfg = api.load_config("default").with_overrides({"sram.size": "16 KiB"})
     program = _compile(tosa, cfg)

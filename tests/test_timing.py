@@ -29,6 +29,7 @@ def test_deterministic(edge):
     ("memories.flash.bandwidth_gbps", [0.25, 0.5, 1.0, 4.0], True),
     ("memories.system_sram.bandwidth_gbps", [1, 2, 4, 16], True),
     ("dma.bytes_per_cycle", [2, 4, 16, 32], True),
+    ("sram.size", ["32 KiB", "64 KiB", "128 KiB", "512 KiB"], True),   # tiles, residency, prefetch
     ("vector_unit.lanes", [4, 16, 64], False),
     ("clock_mhz", [250, 500, 1000], False),
 ])
