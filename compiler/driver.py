@@ -87,12 +87,14 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
 
     emitter = Emitter()
     lowering = Lowering(graph, placement, emitter, config.dma.channels, cost_per_byte,
-                        tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost)
-    lowering.handoffs = _handoffs(steps)
+                        tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost,
+                        handoffs=_handoffs(steps))
     preloads = plan_prefetch(graph, steps, placement, lowering)
-    layer_of, layers = [], []            # step index -> index of its layer
+    layer_of, count = [], 0             # step index -> index of its layer (aliases have none)
     for step in steps:
-        layer_of.append(len(layer_of) and layer_of[-1] + (steps[len(layer_of) - 1].kind != "alias"))
+        layer_of.append(count)
+        count += step.kind != "alias"
+    layers = []
     for index, step in enumerate(steps):
         if step.kind != "alias":
             emitter.layer = layer_of[index]

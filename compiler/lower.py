@@ -19,7 +19,8 @@ PRELOAD_CHUNK_CYCLES = 1024       # four simulator bursts: ports are shared at t
 
 class Lowering:
     def __init__(self, graph, placement: Placement, emitter, dma_channels: int,
-                 cost_per_byte, tile_overhead: float, memory_cost=lambda mem: 0.0):
+                 cost_per_byte, tile_overhead: float, memory_cost=lambda mem: 0.0,
+                 handoffs: set[str] = frozenset()):
         self.g, self.p, self.em = graph, placement, emitter
         self.channels = dma_channels
         self.ctx = Context(graph, placement.on_chip, cost_per_byte)
@@ -28,14 +29,14 @@ class Lowering:
         self._plans: dict[tuple, object] = {}
         self._candidates: dict[tuple, dict] = {}     # per space: its search levels' plans
         # Outputs of steps that hand data to or from a step on the other compute engine.
-        self.handoffs: set[str] = set()
+        self.handoffs = handoffs
 
     def plan(self, step: Step, budget: int):
         """(space, opcode, attrs, plan) of a tiled step given `budget` bytes of workspace; the
         plan is None when not even the smallest tile fits."""
         space, opcode, attrs = (cascade_space if step.producer else build_space)(step, self.ctx)
-        if step.output in self.handoffs and row_dim(space):
-            stream = row_dim(space)
+        stream = row_dim(space) if step.output in self.handoffs else ""
+        if stream:
             space = dataclasses.replace(space, stream=stream, levels={**space.levels, stream: 0})
         shape = (step.output, tuple(o.on_chip for o in space.inputs), space.output.on_chip)
         key = shape + (budget,)

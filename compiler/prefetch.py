@@ -32,7 +32,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
     onchip = placement.onchip_size
     need = [0] * n               # bytes of workspace each step must keep
     replaced: dict[tuple[int, str], int] = {}   # (step, constant) -> bytes of its tile buffers
-    row_tiles: dict[tuple[int, str], int] = {}  # (step, constant) -> rows per box, 0: not rows
+    reads: dict[tuple[int, str], tuple] = {}    # (step, constant) -> (operand, plan, space)
     idle = [0.0] * n             # estimated cycles each step leaves the memories idle
     load: dict[str, float] = {}  # constant -> estimated cycles to load it
     for i, step in enumerate(steps):
@@ -49,7 +49,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
                 key = (i, placement.root(opnd.tensor))
                 replaced[key] = replaced.get(key, 0) + (plan.buffers[opnd.role]
                                                         * plan.buffer_bytes[opnd.role])
-                row_tiles[key] = _row_granule(opnd, plan, space)
+                reads[key] = (opnd, plan, space)
                 load[key[1]] = graph.tensors[key[1]].nbytes * opnd.cost_per_byte
     readers: dict[str, list[int]] = {}
     for i, step in enumerate(steps):
@@ -72,9 +72,9 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
         # A whole copy is worth the load time the idle steps before the reader can hide; when
         # it only fits too late for that, the first boxes staged earlier may hide more.
         whole = 0.0 if start is None else min(cycles, sum(idle[start:first]))
-        granule = row_tiles.get((first, root), 0) if len(users) == 1 else 0
         prefix, keep = None, [onchip - need[j] for j in range(n)]   # a prefix replaces nothing
-        if granule and whole < cycles:
+        granule = _row_granule(*reads[first, root]) if len(users) == 1 and whole < cycles else 0
+        if granule:
             prefix = _best_prefix(placement, root, first, granule, keep, idle, cycles)
         if prefix is not None and prefix[2] > whole:
             start, count, _ = prefix
