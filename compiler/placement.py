@@ -33,7 +33,7 @@ class Location:
 
 class Placement:
     def __init__(self, graph: Graph, steps: list[Step], memories: list[str], weights_mem: str,
-                 fm_mem: str, onchip_size: int, resident_fraction: float, memory_sizes: dict):
+                 fm_mem: str, onchip_size: int, resident_size: int, memory_sizes: dict):
         self.graph = graph
         self.memories = memories
         self.weights_id = memories.index(weights_mem) + 1
@@ -45,7 +45,7 @@ class Placement:
                 self.alias[step.output] = self.alias.get(src, src)
         self.loc: dict[str, Location] = {}
         self.onchip_size = onchip_size
-        self.resident_size = int(onchip_size * resident_fraction) // 16 * 16
+        self.resident_size = resident_size
         self.staged: dict[str, int] = {}      # constant -> address of its on-chip copy
         self.prefixes: dict[str, tuple[int, int]] = {}   # constant -> (address, leading rows)
         self._place(steps, memory_sizes)
