@@ -230,39 +230,27 @@ def test_matmul(seed):
     _check_chain(g, "MATMUL", [ai, bi, za, zb], (n, h, w_), None, acc, None, kind, rng)
 
 
-def test_conv2d_int32_accumulator_wraps_like_reference():
-    """The spec REQUIREs no int32 overflow; the reference model wraps. output_stage matches it."""
-    x = np.full((1, 1, 1, 8), -128, np.int8)
-    w = np.full((2, 1, 1, 8), -128, np.int8)
-    bias = np.array([(1 << 31) - 1, -(1 << 31)], np.int32)
+@pytest.mark.parametrize("acc", ["int32", "int48"])
+def test_conv2d_accumulator_limits_like_reference(acc):
+    """A bias at the accumulator's limits: the spec REQUIREs no overflow; the reference model
+    wraps an int32 accumulator (int8 x int8) and saturates an int48 one (int16 x int8), and
+    output_stage matches it."""
+    wide = acc == "int48"
+    x = np.full((1, 1, 1, 4 if wide else 8), 32767 if wide else -128, np.int16 if wide else np.int8)
+    w = np.full((2, 1, 1, x.shape[-1]), 127 if wide else -128, np.int8)
+    bits = 48 if wide else 32
+    bias = np.array([(1 << (bits - 1)) - 1, -(1 << (bits - 1))], np.int64 if wide else np.int32)
+    acc_t = DType.INT48 if wide else DType.INT32
     g = GraphBuilder()
-    xi = g.tensor(x.shape, DType.INT8, x)
+    xi = g.tensor(x.shape, DType.INT16 if wide else DType.INT8, x)
     wi = g.tensor(w.shape, DType.INT8, w, is_const=True)
-    bi = g.tensor([2], DType.INT32, bias, is_const=True)
-    zi, zw = _zp_consts(g, "i8", 0, 0)
-    out = g.output((1, 1, 1, 2), DType.INT32)
+    bi = g.tensor([2], acc_t, bias, is_const=True)
+    zi, zw = _zp_consts(g, "i16" if wide else "i8", 0, 0)
+    out = g.output((1, 1, 1, 2), acc_t)
     attr = ts.TosaSerializerAttribute()
-    attr.Conv2dAttribute([0, 0, 0, 0], [1, 1], [1, 1], False, DType.INT32)
+    attr.Conv2dAttribute([0, 0, 0, 0], [1, 1], [1, 1], False, acc_t)
     g.op("CONV2D", [xi, wi, bi, zi, zw], [out], attr)
-    got = dp.output_stage(dp.conv2d_acc(x, w), bias=bias)
-    np.testing.assert_array_equal(got, g.run()[out])
-
-
-def test_conv2d_int48_accumulator_saturates_like_reference():
-    """int16 x int8 with an int48 bias near the limit: the reference model saturates."""
-    x = np.full((1, 1, 1, 4), 32767, np.int16)
-    w = np.full((2, 1, 1, 4), 127, np.int8)
-    bias = np.array([(1 << 47) - 1, -(1 << 47)], np.int64)
-    g = GraphBuilder()
-    xi = g.tensor(x.shape, DType.INT16, x)
-    wi = g.tensor(w.shape, DType.INT8, w, is_const=True)
-    bi = g.tensor([2], DType.INT48, bias, is_const=True)
-    zi, zw = _zp_consts(g, "i16", 0, 0)
-    out = g.output((1, 1, 1, 2), DType.INT48)
-    attr = ts.TosaSerializerAttribute()
-    attr.Conv2dAttribute([0, 0, 0, 0], [1, 1], [1, 1], False, DType.INT48)
-    g.op("CONV2D", [xi, wi, bi, zi, zw], [out], attr)
-    got = dp.output_stage(dp.conv2d_acc(x, w), bias=bias, acc_dtype="int48")
+    got = dp.output_stage(dp.conv2d_acc(x, w), bias=bias, acc_dtype=acc)
     np.testing.assert_array_equal(got, g.run()[out])
 
 
