@@ -132,6 +132,8 @@ def summarize_report(path: Path) -> dict | None:
             "total_macs": r.get("total_macs"), "mac_utilization": r.get("mac_utilization"),
             "roofline": roof,
             "roofline_ratio": measure.ratio(r.get("cycles"), roof.get("cycles")),
+            "attainable_ratio": measure.ratio(r.get("cycles"),
+                                              (roof.get("attainable") or {}).get("cycles")),
             "energy_uj": (r.get("energy_uj") or {}).get("total"),
             "operators": r.get("operators"), "engines": r.get("engines"),
             "layers_cycles_sum": sum(x["cycles"] or 0 for x in layers),

@@ -67,6 +67,30 @@ def _main_macs(graph: Graph, step: Step) -> int:
     return 0
 
 
+def array_problems(graph: Graph, step: Step) -> list[list]:
+    """What a MAC step asks of the array, whole-layer: [kind, outputs m, channels n,
+    reduction terms k, activation dtype] per operator, as npu_sim.cost.array_cycles maps it.
+    The report bounds the layer's compute with it, free of the tiling's quantisation."""
+    if step.kind != "mac":
+        return []
+    op, t = step.main, graph.tensors
+    out = t[op.outputs[0]].shape
+    m, n = int(np.prod(out[:-1], dtype=np.int64)), out[-1]
+    dtype = t[op.inputs[0]].dtype
+    if op.op == "MATMUL":
+        problem = ["gemm", m, n, t[op.inputs[0]].shape[2], dtype]
+    elif op.op == "DEPTHWISE_CONV2D":
+        kh, kw = t[op.inputs[1]].shape[:2]
+        problem = ["depthwise", m, n, kh * kw, dtype]
+    elif op.op == "TRANSPOSE_CONV2D":
+        _, kh, kw, ic = t[op.inputs[1]].shape
+        sy, sx = op.attrs["stride"]
+        problem = ["gemm", m, n, -(-kh // sy) * -(-kw // sx) * ic, dtype]
+    else:
+        problem = ["gemm", m, n, int(np.prod(t[op.inputs[1]].shape[1:])), dtype]
+    return (array_problems(graph, step.producer) if step.producer else []) + [problem]
+
+
 def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     """Compile a loaded graph for `config` (npu_sim.config.HardwareConfig)."""
     validate(graph, config.tosa.profile, config.tosa.extensions, config.tosa.level)
@@ -111,6 +135,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
             tiles = lowering.lower(step, placement.workspaces[index], flip=len(layers) % 2 == 1)
             layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,
                                 macs=macs_of(graph, step),
+                                array_problems=array_problems(graph, step),
                                 min_bytes=_min_bytes(graph, step, placement), tiles=tiles))
         for name, reader in preloads.get(index, []):
             emitter.layer = layer_of[reader]     # its bytes and energy are the reader's

@@ -29,6 +29,26 @@ def _prod(xs) -> int:
     return math.prod(xs) if xs else 1
 
 
+def cmd_dtype(cmd: Compute) -> str:
+    """The activation dtype a MAC command streams through the array."""
+    return next(iter(cmd.inputs.values())).dtype
+
+
+def array_cycles(arr, kind: str, m: int, n: int, k: int, dtype: str = "int8") -> int:
+    """Cycles the MAC array takes for m outputs x n channels x k reduction terms.
+
+    Weight-stationary holds a k x n block of weights and streams the m outputs through it;
+    output-stationary holds an m x n block of outputs and streams the k terms. Depthwise
+    ("depthwise": k taps per channel) has no reduction across channels to share, so it is
+    always output-stationary.
+    """
+    if kind == "gemm" and arr.dataflow == "weight_stationary":
+        cycles = math.ceil(k / arr.rows) * math.ceil(n / arr.cols) * m
+    else:
+        cycles = math.ceil(m / arr.rows) * math.ceil(n / arr.cols) * k
+    return cycles * 2 if dtype == "int16" else cycles    # 16-bit activations take two passes
+
+
 class CostModel:
     def __init__(self, config, memory_names: list[str]):
         self.cfg = config
@@ -73,16 +93,13 @@ class CostModel:
         arr = self.cfg.mac_array
         x, a = cmd.inputs, cmd.attrs
         out = next(iter(cmd.outputs.values())).shape
+        kind = "gemm"
         if cmd.op == "matmul":
             n, h, c = x["a"].shape
             m, cols, k = n * h, x["b"].shape[2], c
         elif cmd.op == "depthwise_conv2d":
-            # Channels have no reduction to share, so depthwise always maps output pixels to
-            # rows and channels to columns, accumulating the taps in time (output-stationary).
             kh, kw = x["weights"].shape[:2]
-            taps = kh * kw
-            cycles = math.ceil(_prod(out[:-1]) / arr.rows) * math.ceil(out[-1] / arr.cols) * taps
-            return self._mac_cost(cmd, cycles, _prod(out) * taps)
+            kind, m, cols, k = "depthwise", _prod(out[:-1]), out[-1], kh * kw
         elif cmd.op == "transpose_conv2d":
             _, kh, kw, ic = x["weights"].shape
             sy, sx = a["stride"]
@@ -90,17 +107,8 @@ class CostModel:
         else:
             w = x["weights"].shape
             m, cols, k = _prod(out[:-1]), out[-1], _prod(w[1:])
-        if arr.dataflow == "weight_stationary":
-            cycles = math.ceil(k / arr.rows) * math.ceil(cols / arr.cols) * m
-        else:
-            cycles = math.ceil(m / arr.rows) * math.ceil(cols / arr.cols) * k
-        return self._mac_cost(cmd, cycles, m * cols * k)
-
-    def _mac_cost(self, cmd: Compute, cycles: int, macs: int) -> Cost:
-        if next(iter(cmd.inputs.values())).dtype == "int16":
-            cycles *= 2                        # 16-bit activations take two passes
-        busy = max(cycles, self._sram_cycles(cmd), 1)
-        return Cost(MAC_PIPELINE_LATENCY, busy, (0,), macs=macs)
+        busy = max(array_cycles(arr, kind, m, cols, k, cmd_dtype(cmd)), self._sram_cycles(cmd), 1)
+        return Cost(MAC_PIPELINE_LATENCY, busy, (0,), macs=m * cols * k)
 
     def _vector(self, cmd: Compute) -> Cost:
         out = next(iter(cmd.outputs.values()))

@@ -10,6 +10,7 @@ import numpy as np
 
 from isa.commands import Compute
 
+from .bounds import attainable
 from .energy import command_energy_pj
 from .simulator import SimResult, command_traffic
 
@@ -76,11 +77,16 @@ class Report:
         return buf.getvalue()
 
     def to_text(self, max_layers: int = 12) -> str:
+        reach = self.roofline["attainable"]
         L = [f"npu-sim: {self.model} on {self.config} ({self.clock_mhz:g} MHz)"
              + ("  [timing only]" if self.timing_only else ""),
              f"  cycles            {self.cycles:,}  ({self.seconds * 1e3:.3f} ms)",
              f"  roofline bound    {self.roofline['cycles']:,} cycles ({self.roofline['bound_by']}"
              f"-bound); simulated {self.cycles / max(self.roofline['cycles'], 1):.2f}x the bound",
+             f"  attainable bound  {reach['cycles']:,} cycles (array mapping; "
+             + ("compute-bound" if reach["bound_by"] == "compute" else
+                f"{reach['bound_by']} streamed through the on-chip buffer")
+             + f"); simulated {self.cycles / max(reach['cycles'], 1):.2f}x",
              f"  MACs              {self.total_macs:,}  (MAC utilization {self.mac_utilization:.1%})",
              f"  operators         NPU {self.operators['npu']} "
              f"({self.operators['npu'] / max(self.operators['npu'] + self.operators['host'], 1):.0%})"
@@ -157,7 +163,7 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
         bounds[m] = int(np.ceil(b / config.memory_bytes_per_cycle(m)))
     bound_by = max(bounds, key=bounds.get)
     roofline = {"cycles": bounds[bound_by], "bound_by": bound_by, "terms": bounds,
-                "min_bytes": min_bytes}
+                "min_bytes": min_bytes, "attainable": attainable(program.layers, config)}
 
     cpu = config.cpu_baseline
     vector_elems = sum(c.elements for c in sim.costs)

@@ -1,0 +1,82 @@
+"""Lower bounds on a program's cycles, from its layers' static figures and the config.
+
+The roofline takes each resource alone: every MAC at peak, or each memory moving only the
+bytes the layers must move (constants, graph inputs and outputs). It assumes any layer's
+loads can overlap any other layer's compute, however far ahead, which a finite on-chip
+buffer does not allow: the attainable bound adds what the hardware itself imposes whatever
+the schedule.
+
+- Compute: each MAC layer takes at least the array cycles of its whole-layer problems
+  (cost.array_cycles: a 16-channel reduction on 32 weight-stationary rows fills half of them).
+- Buffer: each memory streams its bytes in layer order at its bandwidth, at most the whole
+  on-chip buffer ahead of the layer that uses them (`stream_cycles`).
+
+Both relax the real machine (no tiles, no setup or latency, no feature-map traffic, every
+byte freed the moment it is used, the vector unit free), so no schedule beats the bound.
+"""
+from __future__ import annotations
+
+import math
+
+from .cost import array_cycles
+
+_EPS = 1e-9
+
+
+def stream_cycles(compute: list[float], needed: list[float], bytes_per_cycle: float,
+                  capacity: float) -> float:
+    """Least cycles to run `compute[i]` cycles of layers in order while a memory delivers the
+    `needed[i]` bytes each one uses, at `bytes_per_cycle`, never more than `capacity` bytes
+    ahead of their use. A layer uses its bytes evenly over its compute, and runs at full rate
+    whenever they have arrived (a fluid model; the greedy schedule, loading as early as the
+    capacity lets it and computing as soon as the bytes are there, is optimal)."""
+    r, cap = float(bytes_per_cycle), float(capacity)
+    total = float(sum(needed))
+    t = loaded = base = 0.0
+    for c, b in zip(compute, needed):
+        c, b = float(c), float(b)
+        if c <= 0:                              # uses its bytes as soon as they arrive
+            if loaded < base + b:
+                t += (base + b - loaded) / r
+                loaded = base + b
+            base += b
+            continue
+        d = b / c                               # bytes used per cycle of compute
+        left = c
+        while left > _EPS:
+            ahead = loaded - (base + (c - left) * d)
+            if total - loaded <= _EPS:          # everything has arrived
+                t += left
+                break
+            if d > r:                           # outruns the memory: drains what is ahead
+                if ahead <= _EPS:               # then computes at the memory's pace
+                    t += left * d / r
+                    loaded = base + b
+                    break
+                dt = min(left, ahead / (d - r), (total - loaded) / r)
+                loaded += r * dt
+            elif ahead >= cap - _EPS:           # buffer full: loads keep pace with use
+                dt = min(left, (total - loaded) / d) if d > 0 else left
+                loaded += d * dt
+            else:                               # fills the buffer while computing
+                dt = min(left, (cap - ahead) / (r - d) if r > d else math.inf,
+                         (total - loaded) / r)
+                loaded += r * dt
+            t += dt
+            left -= dt
+        base += b
+    return t
+
+
+def attainable(layers, config) -> dict:
+    """{'cycles', 'bound_by', 'terms'}: the attainable bound and, per memory, the stream bound
+    it took the maximum of ('compute' alone when no layer moves external bytes)."""
+    arr = config.mac_array
+    compute = [sum(array_cycles(arr, *p) for p in layer.array_problems) for layer in layers]
+    terms = {"compute": float(sum(compute))}
+    for mem in sorted({m for layer in layers for m in layer.min_bytes}):
+        terms[mem] = stream_cycles(compute, [layer.min_bytes.get(mem, 0) for layer in layers],
+                                   config.memory_bytes_per_cycle(mem), config.sram.size)
+    bound_by = max(terms, key=terms.get)
+    return {"cycles": int(math.ceil(terms[bound_by])), "bound_by": bound_by,
+            "terms": {k: int(math.ceil(v)) for k, v in terms.items()}}
