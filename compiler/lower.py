@@ -28,6 +28,7 @@ class Lowering:
         self.memory_cost = memory_cost
         self._plans: dict[tuple, object] = {}
         self._candidates: dict[tuple, dict] = {}     # per space: its search levels' plans
+        self._boxes: dict[tuple, dict] = {}          # per step's shapes: its tiles' box sizes
         # Outputs of steps that hand data to or from a step on the other compute engine.
         self.handoffs = handoffs
 
@@ -42,7 +43,8 @@ class Lowering:
         key = shape + (budget,)
         if key not in self._plans:
             self._plans[key] = plan_tiles(space, budget, self.tile_overhead,
-                                          self._candidates.setdefault(shape, {}))
+                                          self._candidates.setdefault(shape, {}),
+                                          self._boxes.setdefault((step.output, stream), {}))
         return space, opcode, attrs, self._plans[key]
 
     def preload(self, name: str):

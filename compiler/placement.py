@@ -65,14 +65,18 @@ class Placement:
         over steps [first, last], ending at or below address `limit`; False when it does not
         fit. Readers see a whole copy in place of the constant; a prefix through
         staged_box()."""
-        addr = self._resident.place(self._staged_bytes(name, rows), first, last, limit)
+        size = self._staged_bytes(name, rows)
+        addr = self._resident.place(size, first, last, limit)
         if addr is None:
             return False
         if rows is None:
             self.staged[name] = addr
         else:
             self.prefixes[name] = (addr, rows)
-        self._update_workspaces(len(self.workspaces))
+        end = align(addr + size)          # the new copy can only raise those steps' floors
+        for i in range(first, last + 1):
+            top = max(self.workspaces[i][0], end)
+            self.workspaces[i] = (top, self.onchip_size - top)
         return True
 
     def can_stage(self, name: str, first: int, last: int, limit: int,

@@ -189,27 +189,34 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
                     time, cost)
 
 
-def _candidates(space: TileSpace, level: int, tile_overhead: float) -> list[TilePlan]:
-    """Every plan of one search level: the halvings of its splittable dims in every order."""
+def _candidates(space: TileSpace, level: int, tile_overhead: float,
+                boxes: dict) -> list[TilePlan]:
+    """Every plan of one search level: the halvings of its splittable dims in every order.
+    `boxes` caches box_sizes() by tile sizes: they depend on the space's shapes only, not on
+    where its operands live, so a search after prefetch staged some reuses them."""
     splittable = [d for d in space.dims if space.levels[d] <= level]
     options = [_halvings(space.dims[d], space.granule.get(d, 1)) for d in splittable]
     plans = []
     for combo in itertools.product(*options):
         sizes = {d: space.dims[d] for d in space.dims}
         sizes.update(zip(splittable, combo))
-        boxes = box_sizes(space, _sample_tiles(space, sizes))
-        plans += [evaluate(space, sizes, order, tile_overhead, boxes=boxes)
+        key = tuple(sizes.values())
+        if key not in boxes:
+            boxes[key] = box_sizes(space, _sample_tiles(space, sizes))
+        plans += [evaluate(space, sizes, order, tile_overhead, boxes=boxes[key])
                   for order in space.orders]
     return plans
 
 
 def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
-           candidates: dict | None = None) -> TilePlan | None:
+           candidates: dict | None = None, boxes: dict | None = None) -> TilePlan | None:
     """The cheapest plan whose working set fits `budget` bytes, or None. `candidates` keeps
-    each level's plans for searches of the same space with other budgets."""
+    each level's plans for searches of the same space with other budgets; `boxes`, the box
+    sizes of its tiles for searches of the same shapes (see _candidates)."""
+    boxes = {} if boxes is None else boxes
     for level in range(max(space.levels.values(), default=0) + 1):
         if candidates is None or level not in candidates:
-            plans = _candidates(space, level, tile_overhead)
+            plans = _candidates(space, level, tile_overhead, boxes)
             if candidates is not None:
                 candidates[level] = plans
         fitting = [p for p in (plans if candidates is None else candidates[level])
@@ -266,12 +273,12 @@ def window(start: int, count: int, stride: int, pad_before: int, extent: int, fu
 
 
 def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
-               candidates: dict | None = None) -> TilePlan | None:
+               candidates: dict | None = None, boxes: dict | None = None) -> TilePlan | None:
     """search(), then size every buffer over all tiles; if a tile the samples missed needs
     more space, search again with a budget reduced by the shortfall."""
     target = budget
     while target > 0:
-        plan = search(space, target, tile_overhead, candidates)
+        plan = search(space, target, tile_overhead, candidates, boxes)
         if plan is None:
             return None
         exact = evaluate(space, plan.sizes, plan.order, tile_overhead,
