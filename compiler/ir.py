@@ -1,7 +1,7 @@
 """Graph IR: tensors by name, operators in file order, constants as numpy arrays."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -73,6 +73,16 @@ class Graph:
     version: tuple[int, int, int] = (1, 0, 0)
     regions: dict[str, "Graph"] = field(default_factory=dict)   # control-flow bodies by name
     source: str = ""
+
+    def copy(self) -> "Graph":
+        """A copy the compiler may rewrite while this one stays as loaded: new tensor and
+        operator records; constant arrays are shared (the loader's are read-only, and the
+        passes replace arrays rather than write into them)."""
+        return Graph({n: replace(t) for n, t in self.tensors.items()},
+                     [replace(o, inputs=list(o.inputs), outputs=list(o.outputs),
+                              attrs=dict(o.attrs)) for o in self.operators],
+                     list(self.inputs), list(self.outputs), self.version,
+                     {name: g.copy() for name, g in self.regions.items()}, self.source)
 
     def producers(self) -> dict[str, Operator]:
         return {t: op for op in self.operators for t in op.outputs}

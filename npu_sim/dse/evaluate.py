@@ -53,6 +53,14 @@ def network_bytes(spec: str) -> bytes:
         raise ModelError(f"{spec}: cannot read ({exc.strerror or exc})") from None
 
 
+@functools.lru_cache(maxsize=16)
+def _network_graph(spec: str):
+    """The loaded graph of a network, kept per process: each point compiles a copy of it
+    (parsing the flatbuffer took a fifth of a small network's point)."""
+    from compiler.loader import load_bytes
+    return load_bytes(network_bytes(spec), spec)
+
+
 def network_id(spec: str) -> str:
     """Content hash: a rebuilt zoo network or an edited file is a different point."""
     return hashlib.sha256(network_bytes(spec)).hexdigest()[:16]
@@ -95,9 +103,8 @@ def evaluate_point(base: str | HardwareConfig, overrides: dict, network: str = "
         if cfg.area is not None:  # known even when the network does not fit
             row["area"] = area_mm2(cfg)
             row["area_mm2"] = row["area"]["total"]
-        from compiler.loader import load_bytes
-        graph = load_bytes(network_bytes(network), network)
-        rep = api.simulate(api.compile_model(graph, cfg), cfg, timing_only=True).report
+        rep = api.simulate(api.compile_model(_network_graph(network).copy(), cfg), cfg,
+                           timing_only=True).report
         row.update(cycles=rep.cycles, latency_ms=rep.seconds * 1e3, energy_uj=rep.energy_uj["total"],
                    power_mw=rep.average_power_mw, mac_utilization=rep.mac_utilization)
         row["edp"] = row["energy_uj"] * row["latency_ms"]
