@@ -254,3 +254,21 @@ def test_example_sweep_runs_on_a_reduced_budget(tmp_path):
     sweep.strategy, sweep.budget, sweep.networks = "random", 3, ["zoo:ds_cnn", "zoo:transformer"]
     result = run_sweep(sweep, tmp_path, jobs=2, progress=False)
     assert len(result.designs) == 3 and all(d["status"] == "ok" for d in result.designs)
+
+
+def test_points_compile_copies_of_one_loaded_graph():
+    """Workers parse a network once and compile a copy per point: compiling must leave the
+    loaded graph as it was, so every point starts from the same graph."""
+    from compiler.loader import load_model
+    from isa.encoding import encode
+    from npu_sim import api
+
+    graph = load_model(SMALL)
+    before = ([(o.op, list(o.inputs), dict(o.attrs)) for o in graph.operators],
+              sorted(graph.tensors))
+    small = load_config("edge-256").with_overrides({"sram.size": "16 KiB"})
+    first = encode(api.compile_model(graph.copy(), small))
+    api.compile_model(graph.copy(), load_config("default"))
+    assert encode(api.compile_model(graph.copy(), small)) == first
+    assert ([(o.op, list(o.inputs), dict(o.attrs)) for o in graph.operators],
+            sorted(graph.tensors)) == before
