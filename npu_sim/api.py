@@ -13,9 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.driver import compile_graph
 from compiler.ir import Graph
-from compiler.loader import load_bytes
 from isa.encoding import decode, encode
 from isa.errors import ConfigError, ModelError
 from isa.program import Program
@@ -64,6 +62,7 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
     k = cache.key(data, config) if use_cache else None
     program = cache.load(k) if k else None
     if program is None:
+        from compiler.loader import load_bytes    # not imported when the program is cached
         program = _compile(load_bytes(data, str(model)), config)
         if k:
             cache.store(k, program)
@@ -72,6 +71,7 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
 
 
 def _compile(graph: Graph, config: HardwareConfig) -> Program:
+    from compiler.driver import compile_graph
     name = Path(graph.source).stem if graph.source else "model"
     program = compile_graph(graph, config, model_name=name)
     program.meta["config_dict"] = config.to_dict()
