@@ -1,40 +1,70 @@
 """Energy = sum of events x energy per event + leakage x time (Accelergy's method).
 
-Event energies come from the config's energy table; this module only counts events.
+Event energies come from the config's energy table; this module counts events per layer and
+prices them. Every component is linear in its events, so pricing the per-layer counts gives
+each layer's energy and, summed, the run's.
 """
 from __future__ import annotations
 
-from isa.commands import Compute, DmaCopy, DmaFill
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa.commands import DmaCopy, DmaFill
 
 from .simulator import command_traffic
 
 
-def command_energy_pj(cmd, cost, config, memory_names, cycles_to_s,
-                      traffic=None) -> dict[str, float]:
-    """Dynamic energy of one command by component, in pJ (`traffic`: its command_traffic,
-    when the caller has it already)."""
-    e = config.energy
-    out: dict[str, float] = {}
+@dataclass
+class Events:
+    """Per-layer event counts; row `len(program.layers)` holds commands outside any layer."""
+    traffic: np.ndarray          # [rows, memory id, 2]: bytes read, bytes written
+    dma_bytes: np.ndarray        # [rows]: bytes DMA engines moved
+    macs: dict[str, np.ndarray]  # activation dtype -> [rows] MACs
+    vector_ops: np.ndarray       # [rows]: vector-unit element operations
+    host_cycles: np.ndarray      # [rows]: cycles the host CPU model ran
 
-    def add(key, pj):
-        if pj:
-            out[key] = out.get(key, 0.0) + pj
 
-    for mem, read, written in traffic or command_traffic(cmd):
-        if mem == 0:
-            add("onchip", read * e.sram_read_pj_per_byte + written * e.sram_write_pj_per_byte)
+def count_events(program, costs) -> Events:
+    rows, mems = len(program.layers) + 1, len(program.memories) + 1
+    # Python lists while counting (numpy item updates cost more than the arithmetic).
+    traffic = [[0] * (2 * mems) for _ in range(rows)]
+    dma, vector, host = [0] * rows, [0] * rows, [0] * rows
+    macs: dict[str, list[int]] = {}
+    for cmd in program.commands:
+        row = cmd.layer if 0 <= cmd.layer < rows - 1 else rows - 1
+        counts = traffic[row]
+        for mem, read, written in command_traffic(cmd):
+            counts[2 * mem] += read
+            counts[2 * mem + 1] += written
+        cost = costs[cmd.id]
+        if isinstance(cmd, (DmaCopy, DmaFill)):
+            dma[row] += cmd.dst.nbytes
+        elif cmd.unit == "mac":
+            dtype = next(iter(cmd.inputs.values())).dtype
+            macs.setdefault(dtype, [0] * rows)[row] += cost.macs
+        elif cmd.unit == "vector":
+            vector[row] += cost.elements
         else:
-            name = memory_names[mem - 1]
-            m = e.memories[name]
-            add(name, read * m.read_pj_per_byte + written * m.write_pj_per_byte)
-    if isinstance(cmd, (DmaCopy, DmaFill)):
-        add("dma", cmd.dst.nbytes * e.dma_pj_per_byte)
-    elif isinstance(cmd, Compute) and cmd.unit == "mac":
-        dtype = next(iter(cmd.inputs.values())).dtype
-        add("mac_array", cost.macs * e.mac_pj.get(dtype, max(e.mac_pj.values())))
-    elif isinstance(cmd, Compute) and cmd.unit == "vector":
-        add("vector_unit", cost.elements * e.vector_op_pj)
-    else:
-        seconds = (cost.setup + cost.busy) * cycles_to_s
-        add("host_cpu", config.cpu_baseline.power_mw * 1e-3 * seconds * 1e12)
-    return out
+            host[row] += cost.setup + cost.busy
+    return Events(np.array(traffic, dtype=np.float64).reshape(rows, mems, 2),
+                  np.array(dma, dtype=np.float64),
+                  {k: np.array(v, dtype=np.float64) for k, v in macs.items()},
+                  np.array(vector, dtype=np.float64), np.array(host, dtype=np.float64))
+
+
+def energy_pj(events: Events, config, memory_names: list[str],
+              cycles_to_s: float) -> dict[str, np.ndarray]:
+    """Dynamic energy by component, each a per-layer array in pJ (components with no
+    events are left out)."""
+    e = config.energy
+    out = {"onchip": events.traffic[:, 0] @ [e.sram_read_pj_per_byte, e.sram_write_pj_per_byte]}
+    for i, name in enumerate(memory_names, start=1):
+        m = e.memories[name]
+        out[name] = events.traffic[:, i] @ [m.read_pj_per_byte, m.write_pj_per_byte]
+    out["dma"] = events.dma_bytes * e.dma_pj_per_byte
+    out["mac_array"] = sum((n * e.mac_pj.get(dtype, max(e.mac_pj.values()))
+                            for dtype, n in events.macs.items()), np.zeros(len(out["dma"])))
+    out["vector_unit"] = events.vector_ops * e.vector_op_pj
+    out["host_cpu"] = events.host_cycles * cycles_to_s * config.cpu_baseline.power_mw * 1e9
+    return {k: v for k, v in out.items() if v.any()}

@@ -11,8 +11,8 @@ import numpy as np
 from isa.commands import Compute
 
 from .bounds import attainable
-from .energy import command_energy_pj
-from .simulator import SimResult, command_traffic
+from .energy import count_events, energy_pj
+from .simulator import SimResult
 
 
 @dataclass
@@ -123,23 +123,15 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
     seconds = cycles / clock_hz
     names = program.memories
     n_layers = len(program.layers)
-    energy: dict[str, float] = {}
-    layer_energy = np.zeros(n_layers)
-    layer_bytes = [dict() for _ in range(n_layers)]
-    moved = {m: {"read": 0, "written": 0} for m in ["onchip"] + names}
-    for cmd in program.commands:
-        traffic = command_traffic(cmd)
-        parts = command_energy_pj(cmd, sim.costs[cmd.id], config, names, 1 / clock_hz, traffic)
-        for k, v in parts.items():
-            energy[k] = energy.get(k, 0.0) + v
-        if 0 <= cmd.layer < n_layers:
-            layer_energy[cmd.layer] += sum(parts.values())
-        for mem, r, w in traffic:
-            name = program.memory_name(mem)
-            moved[name]["read"] += r
-            moved[name]["written"] += w
-            if mem and 0 <= cmd.layer < n_layers:
-                layer_bytes[cmd.layer][name] = layer_bytes[cmd.layer].get(name, 0) + r + w
+    events = count_events(program, sim.costs)
+    parts = energy_pj(events, config, names, 1 / clock_hz)
+    energy = {k: float(v.sum()) for k, v in parts.items()}
+    layer_energy = sum(parts.values(), np.zeros(n_layers + 1))[:n_layers]
+    totals = events.traffic.sum(axis=0)
+    moved = {program.memory_name(m): {"read": int(totals[m, 0]), "written": int(totals[m, 1])}
+             for m in range(len(names) + 1)}
+    external = events.traffic[:n_layers, 1:].sum(axis=2)      # per layer and memory, r + w
+    layer_bytes = [{names[m]: int(b) for m, b in enumerate(row) if b} for row in external]
     energy_uj = {k: v * 1e-6 for k, v in sorted(energy.items())}
     energy_uj["leakage"] = config.energy.leakage_mw * 1e-3 * seconds * 1e6
     energy_uj["total"] = sum(energy_uj.values())

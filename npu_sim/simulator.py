@@ -80,10 +80,12 @@ class Machine:
         mem = self._memories(inputs or {}) if compute_values else None
         n = len(self.program.commands)
         costs = [self.cost_model.of(c) for c in self.program.commands]
-        start = np.zeros(n, dtype=np.int64)
-        end = np.zeros(n, dtype=np.int64)
+        start = [0] * n
+        end = [0] * n
         env = simpy.Environment()
-        done = [env.event() for _ in range(n)]
+        # A command's completion event exists only once something has to wait for it.
+        done: list[simpy.Event | None] = [None] * n
+        finished = [False] * n
         ports = [simpy.Resource(env, capacity=self.config.sram.banks)] + [
             simpy.Resource(env, capacity=1) for _ in self.program.memories]
         # With at least one bank per engine the on-chip banks never make anyone wait, and
@@ -93,23 +95,27 @@ class Machine:
         def engine(cmds):
             issued = 0             # when the engine's front end finished the previous command
             for cmd in cmds:
-                for d in cmd.deps:
-                    if not done[d].processed:
+                i, deps = cmd.id, cmd.deps
+                for d in deps:
+                    if not finished[d]:
+                        if done[d] is None:
+                            done[d] = env.event()
                         yield done[d]
-                start[cmd.id] = env.now
+                now = env.now
+                start[i] = now
                 host_done = False
                 if mem is not None and getattr(cmd, "unit", "") == "host":
                     # The host runs the operator first: its time depends on the work it did.
-                    costs[cmd.id] = self.cost_model.host_with_work(cmd, execute(cmd, mem))
+                    costs[i] = self.cost_model.host_with_work(cmd, execute(cmd, mem))
                     host_done = True
-                c = costs[cmd.id]
+                c = costs[i]
                 # The front end sets commands up one after another as soon as their inputs are
                 # ready, while earlier ones still work; memory latency then overlaps the
                 # transfers in flight (requests are pipelined), so a queue of short DMAs pays
                 # each latency once, not in turn.
-                ready = max((int(end[d]) for d in cmd.deps), default=0)
+                ready = max([end[d] for d in deps]) if deps else 0
                 issued = max(ready, issued) + c.setup - c.latency
-                wait = max(issued + c.latency - env.now, 0)
+                wait = max(issued + c.latency - now, 0)
                 contended = [p for p in c.ports if p or not banks_suffice]
                 if not contended:
                     yield env.timeout(wait + c.busy)
@@ -119,23 +125,26 @@ class Machine:
                     # Long transfers hold the ports burst by burst, so concurrent transfers
                     # share the bandwidth instead of queueing behind each other whole.
                     bursts = min(MAX_BURSTS, max(1, c.busy // BURST_CYCLES))
-                    for i in range(bursts):
+                    for b in range(bursts):
                         held = []
                         for p in contended:
                             req = ports[p].request()
                             yield req
                             held.append((p, req))
-                        yield env.timeout(c.busy * (i + 1) // bursts - c.busy * i // bursts)
+                        yield env.timeout(c.busy * (b + 1) // bursts - c.busy * b // bursts)
                         for p, req in held:
                             ports[p].release(req)
                 if mem is not None and not host_done:
                     execute(cmd, mem)
-                end[cmd.id] = env.now
-                done[cmd.id].succeed()
+                end[i] = env.now
+                finished[i] = True
+                if done[i] is not None:
+                    done[i].succeed()
 
         for cmds in self.engines.values():
             env.process(engine(cmds))
         env.run()
+        start, end = np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)
         result = SimResult(int(end.max()) if n else 0, start, end, costs,
                            {k: [c.id for c in v] for k, v in self.engines.items()})
         if mem is not None:
