@@ -84,8 +84,14 @@ def _struct(fmt: str) -> struct.Struct:
     return s
 
 
+_U32, _I64, _F64 = struct.Struct("<I"), struct.Struct("<q"), struct.Struct("<d")
+_VIEWS = [struct.Struct(f"<BQBB{2 * rank}q") for rank in range(9)]
+
+
 class _Reader:
-    """Sequential reader; struct.error on a short buffer is reported as a truncated program."""
+    """Sequential reader; struct.error on a short buffer is reported as a truncated program.
+    The per-command readers take fixed-size fields with prebuilt structs and single bytes by
+    indexing: a program has tens of thousands of commands, each some twenty fields."""
 
     def __init__(self, data: bytes):
         self.data, self.pos = memoryview(data), 0      # constant segments stay views
@@ -104,32 +110,50 @@ class _Reader:
         self.pos += s.size
         return values
 
+    def byte(self) -> int:
+        if self.pos >= len(self.data):
+            raise struct.error("unexpected end of data")
+        self.pos += 1
+        return self.data[self.pos - 1]
+
     def string(self) -> str:
-        return self.strings[self.unpack("I")[0]]
+        index = _U32.unpack_from(self.data, self.pos)[0]
+        self.pos += 4
+        return self.strings[index]
 
     def ints(self) -> tuple[int, ...]:
         (n,) = self.unpack("H")
         return self.unpack(f"{n}q") if n else ()
 
     def view(self) -> TensorView:
-        mem, addr, dt, rank = self.unpack("BQBB")
-        dims = self.unpack(f"{2 * rank}q") if rank else ()
-        return TensorView(mem, addr, dims[:rank], dims[rank:], _DTYPES[dt])
+        data, pos = self.data, self.pos
+        if pos + 11 > len(data):
+            raise struct.error("unexpected end of data")
+        rank = data[pos + 10]                  # after mem (B), addr (Q) and dtype (B)
+        s = _VIEWS[rank] if rank < len(_VIEWS) else _struct(f"BQBB{2 * rank}q")
+        values = s.unpack_from(data, pos)
+        self.pos = pos + s.size
+        return TensorView(values[0], values[1], values[4:4 + rank], values[4 + rank:],
+                          _DTYPES[values[2]])
 
     def value(self):
-        (tag,) = self.unpack("B")
-        if tag == _T_NONE:
-            return None
-        if tag == _T_BOOL:
-            return bool(self.unpack("B")[0])
+        tag = self.byte()
         if tag == _T_INT:
-            return self.unpack("q")[0]
-        if tag == _T_FLOAT:
-            return self.unpack("d")[0]
-        if tag == _T_STR:
-            return self.string()
+            value = _I64.unpack_from(self.data, self.pos)[0]
+            self.pos += 8
+            return value
         if tag == _T_INTS:
             return tuple(self.ints())
+        if tag == _T_STR:
+            return self.string()
+        if tag == _T_BOOL:
+            return bool(self.byte())
+        if tag == _T_NONE:
+            return None
+        if tag == _T_FLOAT:
+            value = _F64.unpack_from(self.data, self.pos)[0]
+            self.pos += 8
+            return value
         raise ProgramError(f"corrupt program: unknown value tag {tag}")
 
 
@@ -181,14 +205,13 @@ def _decode_commands(data: bytes):
             commands.append(DmaFill(id=cid, deps=deps, layer=layer, channel=ch, value=value,
                                     dst=r.view()))
         elif kind == _KIND_COMPUTE:
-            (unit,) = r.unpack("B")
+            unit = r.byte()
             op = r.string()
             groups = []
             for _g in range(2):
-                (k,) = r.unpack("B")
+                k = r.byte()
                 groups.append({r.string(): r.view() for _ in range(k)})
-            (k,) = r.unpack("B")
-            attrs = {r.string(): r.value() for _ in range(k)}
+            attrs = {r.string(): r.value() for _ in range(r.byte())}
             cmd = Compute(id=cid, deps=deps, layer=layer, unit=_UNITS[unit], op=op,
                           inputs=groups[0], outputs=groups[1], attrs=attrs)
             check(cmd)
