@@ -18,6 +18,7 @@ _F32_EXACT = 1 << 24
 _F64_EXACT = 1 << 53
 _KC_MIN = 64  # measured: 64-term float32 chunks still beat one float64 GEMM by ~1.5x
 _CHUNK = 1 << 22  # max elements of one im2col block (bounds temporary memory)
+_DW_CHUNK = 1 << 16  # output elements per depthwise slab (bounds its per-tap products)
 
 
 def _maxabs(a) -> int:
@@ -31,9 +32,9 @@ def _centered_bound(x, zp) -> int:
 
 
 def _centered_as(x, zp, dt) -> np.ndarray:
-    """x - zp in the MAC dtype. Narrow integers convert straight to a float dtype: their
-    differences are small integers, exact in float32."""
-    if np.issubdtype(dt, np.floating) and x.dtype.itemsize <= 2:
+    """x - zp in the MAC dtype. Narrow integers convert straight to a float or 32-bit dtype:
+    their differences are small integers, exact in float32 and int32."""
+    if x.dtype.itemsize <= 2 and (np.issubdtype(dt, np.floating) or np.dtype(dt).itemsize >= 4):
         y = x.astype(dt)
         if zp:
             y -= dt(zp)
@@ -152,34 +153,43 @@ def conv3d_acc(ifm, weights, pad=(0, 0, 0, 0, 0, 0), stride=(1, 1, 1), dilation=
 
 def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1),
                          input_zp=0, weight_zp=0) -> np.ndarray:
-    """DEPTHWISE_CONV2D accumulators. weights [KH,KW,C,M]; output channel c*M+m."""
+    """DEPTHWISE_CONV2D accumulators. weights [KH,KW,C,M]; output channel c*M+m. The exact
+    sums come back as int32 when they provably fit (the output stage widens them slab by
+    slab), else int64."""
     ifm, weights = np.asarray(ifm), np.asarray(weights)
     kh, kw, c, m = weights.shape
     if ifm.shape[-1] != c:
         raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
     pads = [(pad[0], pad[1]), (pad[2], pad[3])]
-    # int8/int16 activations minus their zero point fit int32: no int64 copy of the input.
-    small = ifm.dtype.itemsize <= 2
-    xc = ifm.astype(np.int32) - np.int32(input_zp) if small else _centered(ifm, input_zp)
     wc = _centered(weights, weight_zp)
     # No reduction over channels, so no BLAS benefit: exact integer multiply-adds per tap,
-    # in int32 when the KH*KW-term sums provably fit (faster), else int64.
-    dt = np.int32 if kh * kw * _maxabs(xc) * _maxabs(wc) < (1 << 31) else np.int64
-    xp = _pad_spatial(xc.astype(dt, copy=False), pads)
-    wc = np.ascontiguousarray(wc)
+    # in int32 when the KH*KW-term sums provably fit (faster, half the memory), else int64.
+    dt = np.int32 if kh * kw * _centered_bound(ifm, input_zp) * _maxabs(wc) < (1 << 31) \
+        else np.int64
+    # int8/int16 activations minus their zero point fit int32: no int64 copy of the input.
+    xp = _pad_spatial(_centered_as(ifm, input_zp, dt), pads)
+    wc = np.ascontiguousarray(wc.astype(dt))
     oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
     n = ifm.shape[0]
     acc = np.zeros((n, max(oh, 0), max(ow, 0), c, m), dtype=dt)
     if acc.size == 0:
-        return acc.reshape(n, acc.shape[1], acc.shape[2], c * m).astype(np.int64)
+        return acc.reshape(n, acc.shape[1], acc.shape[2], c * m)
     sy, sx = stride
     dy, dx = dilation
-    for ky in range(kh):
-        for kx in range(kw):
-            y0, x0 = ky * dy, kx * dx
-            tap = xp[:, y0:y0 + (oh - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx, :]
-            acc += tap[..., None] * wc[ky, kx]
-    return acc.reshape(n, oh, ow, c * m).astype(np.int64)
+    # Output rows in slabs of about _DW_CHUNK elements: the per-tap product is a slab, not a
+    # tile (a 56x56x144 tile's products took 1.8 MB per tap).
+    rows = max(1, _DW_CHUNK // (n * ow * c * m))
+    product = np.empty((n, min(rows, oh), ow, c, m), dtype=dt)
+    for r0 in range(0, oh, rows):
+        out = acc[:, r0:r0 + rows]
+        prod = product[:, :out.shape[1]]
+        for ky in range(kh):
+            for kx in range(kw):
+                y0, x0 = r0 * sy + ky * dy, kx * dx
+                tap = xp[:, y0:y0 + (out.shape[1] - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx]
+                np.multiply(tap[..., None], wc[ky, kx], out=prod)
+                out += prod
+    return acc.reshape(n, oh, ow, c * m)
 
 
 def transpose_conv2d_acc(ifm_box, weights, stride=(1, 1), out_pad_top=0, out_pad_left=0,

@@ -319,3 +319,18 @@ def test_depthwise_int64_path_exact():
         for c in range(2):
             ref = (x[0, oy:oy + 16, :, c].astype(object) * (w[:, :, c, 0].astype(object) + 5)).sum()
             assert got[0, oy, 0, c] == ref
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_depthwise_slabs_match_one_pass(seed, monkeypatch):
+    """Depthwise accumulates output rows in slabs of about _DW_CHUNK elements: slabs of a
+    row or a few rows, with strides, dilation and padding, give the one-pass sums."""
+    rng = np.random.default_rng(900 + seed)
+    x = rand_int(rng, np.int8, (2, 13, 9, 3))
+    w = rand_int(rng, np.int8, (3, 2, 3, 2))
+    args = ((1, 2, 0, 1), (1 + seed % 2, 2), (1, 1 + seed // 2), -3, 5)
+    whole = dp.depthwise_conv2d_acc(x, w, *args)
+    for chunk in (1, 60, 200):
+        monkeypatch.setattr(mac, "_DW_CHUNK", chunk)
+        got = dp.depthwise_conv2d_acc(x, w, *args)
+        assert got.dtype == np.int32 and np.array_equal(got, whole), chunk
