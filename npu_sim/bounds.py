@@ -9,10 +9,11 @@ the schedule.
 - Compute: each MAC layer takes at least the array cycles of its whole-layer problems
   (cost.array_cycles: a 16-channel reduction on 32 weight-stationary rows fills half of them).
 - Buffer: each memory streams its bytes in layer order at its bandwidth, at most the whole
-  on-chip buffer ahead of the layer that uses them (`stream_cycles`).
+  on-chip buffer ahead of the layer that uses them (`stream_cycles`), from the moment its
+  first bytes can arrive (a DMA setup and the memory's latency).
 
-Both relax the real machine (no tiles, no setup or latency, no feature-map traffic, every
-byte freed the moment it is used, the vector unit free), so no schedule beats the bound.
+Both relax the real machine (no tiles, one setup and latency in all, no feature-map traffic,
+every byte freed the moment it is used, the vector unit free), so no schedule beats the bound.
 """
 from __future__ import annotations
 
@@ -74,9 +75,15 @@ def attainable(layers, config) -> dict:
     arr = config.mac_array
     compute = [sum(array_cycles(arr, *p) for p in layer.array_problems) for layer in layers]
     terms = {"compute": float(sum(compute))}
+    first = next((i for i, c in enumerate(compute) if c > 0), None)
     for mem in sorted({m for layer in layers for m in layer.min_bytes}):
-        terms[mem] = stream_cycles(compute, [layer.min_bytes.get(mem, 0) for layer in layers],
-                                   config.memory_bytes_per_cycle(mem), config.sram.size)
+        needed = [layer.min_bytes.get(mem, 0) for layer in layers]
+        terms[mem] = stream_cycles(compute, needed, config.memory_bytes_per_cycle(mem),
+                                   config.sram.size)
+        if first is not None and needed[first]:
+            # The first layer computes nothing before its first bytes from this memory
+            # arrive, a DMA setup and the memory's latency after the start.
+            terms[mem] += config.dma.setup_cycles + config.memory_latency_cycles(mem)
     bound_by = max(terms, key=terms.get)
     return {"cycles": int(math.ceil(terms[bound_by])), "bound_by": bound_by,
             "terms": {k: int(math.ceil(v)) for k, v in terms.items()}}

@@ -27,3 +27,24 @@ def test_more_room_never_costs():
     times = [stream_cycles(compute, needed, 16, cap) for cap in (64, 256, 1024, 4096, 10**6)]
     assert times == sorted(times, reverse=True)
     assert times[0] > times[-1]
+
+
+def test_attainable_counts_array_mapping_and_first_latency():
+    from isa.program import Layer
+    from npu_sim import api
+    from npu_sim.bounds import attainable
+
+    cfg = api.load_config("default")           # 32x32 weight-stationary, DRAM 16 B/cycle
+    # 64 outputs x 32 channels x 16 terms: 32 cycles at peak, but 16 terms fill half the
+    # rows, so the array takes 64.
+    conv = Layer("conv", ["CONV2D"], "mac", macs=64 * 32 * 16, min_bytes={"dram": 1600},
+                 array_problems=[["gemm", 64, 32, 16, "int8"]])
+    reach = attainable([conv], cfg)
+    assert reach["terms"]["compute"] == 64
+    # 1600 B take 100 cycles, after a DMA setup and DRAM's latency.
+    latency = cfg.dma.setup_cycles + cfg.memory_latency_cycles("dram")
+    assert reach == {"cycles": 100 + latency, "bound_by": "dram",
+                     "terms": {"compute": 64, "dram": 100 + latency}}
+    # A layer with nothing to load computes from the start.
+    first = Layer("pad", ["CONV2D"], "mac", array_problems=[["gemm", 320, 32, 32, "int16"]])
+    assert attainable([first, conv], cfg)["terms"]["dram"] == 2 * 320 + 64
