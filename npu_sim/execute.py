@@ -36,8 +36,8 @@ def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
                             a["input_zp"], a["weight_zp"])
     else:
         acc = dp.matmul_acc(x["a"], x["b"], a["a_zp"], a["b_zp"])
-    if "acc_in" in x:
-        acc = acc + x["acc_in"].astype(np.int64)
+    if "acc_in" in x:                   # partial sums of a split reduction: add in int64
+        acc = acc.astype(np.int64) + x["acc_in"].astype(np.int64)
     if out_name == "acc_out":
         out[...] = _wrap_acc(acc, a["acc_dtype"])
         return

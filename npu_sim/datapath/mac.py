@@ -1,7 +1,9 @@
 """MAC-array kernels: CONV2D/3D, DEPTHWISE_CONV2D, TRANSPOSE_CONV2D, MATMUL accumulators.
 
-Each returns the exact int64 sum of (x - x_zp) * (w - w_zp); wrapping/saturating to the TOSA
-accumulator type happens later, in output_stage. Dot products run on BLAS in floating point
+Each returns the exact sums of (x - x_zp) * (w - w_zp): int64, or the float32/float64/int32
+the sums were computed in when it holds them exactly (an int64 copy of a tile costs 8 bytes an
+output); wrapping/saturating to the TOSA accumulator type happens later, in output_stage, which
+widens them slab by slab. Dot products run on BLAS in floating point
 when provably exact: with A = max|x - x_zp| and B = max|w - w_zp| taken from the data, every
 partial sum of K products is bounded by K*A*B, so float64 is exact when K*A*B < 2^53 and
 float32 when K*A*B < 2^24 (8-bit: A*B <= 255^2 < 2^16, so float64 holds for any K < 2^37).
@@ -116,7 +118,9 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     xp = _pad_spatial(_centered_as(ifm, input_zp, dt), pads)
     out_sizes = _out_sizes(ifm.shape[1:-1], pads, kernel, stride, dilation)
     n = ifm.shape[0]
-    out = np.empty((n, *[max(o, 0) for o in out_sizes], oc), dtype=np.int64)
+    whole = plan[1] >= k                     # one GEMM per block, in the plan's dtype
+    out = np.empty((n, *[max(o, 0) for o in out_sizes], oc),
+                   dtype=dt if whole else np.float64)    # K-chunked float32 sums in float64
     if out.size == 0:
         return out
     win = _windows(xp, out_sizes, kernel, stride, dilation)
@@ -125,10 +129,12 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     per_row = n * int(np.prod(out_sizes[1:], dtype=np.int64)) * k
     step = max(1, _CHUNK // max(per_row, 1))
     for r0 in range(0, out_sizes[0], step):
-        blk = win[:, r0:r0 + step]
-        cols = blk.reshape(-1, k)  # copies the windows: [M, K*IC] in (kernel..., IC) order
-        out[:, r0:r0 + step] = _exact_matmul(cols, wc, plan).reshape(
-            *blk.shape[:1 + len(kernel)], oc)
+        cols = win[:, r0:r0 + step].reshape(-1, k)  # copies the windows: [M, K*IC]
+        dst = out[:, r0:r0 + step]
+        if whole and dst.flags.c_contiguous:
+            np.matmul(cols, wc, out=dst.reshape(-1, oc))      # straight into the result
+        else:
+            dst[...] = _exact_matmul(cols, wc, plan).reshape(dst.shape)
     return out
 
 
@@ -166,9 +172,8 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
     # in int32 when the KH*KW-term sums provably fit (faster, half the memory), else int64.
     dt = np.int32 if kh * kw * _centered_bound(ifm, input_zp) * _maxabs(wc) < (1 << 31) \
         else np.int64
-    # int8/int16 activations minus their zero point fit int32: no int64 copy of the input.
-    xp = _pad_spatial(_centered_as(ifm, input_zp, dt), pads)
     wc = np.ascontiguousarray(wc.astype(dt))
+    h = ifm.shape[1]
     oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
     n = ifm.shape[0]
     acc = np.zeros((n, max(oh, 0), max(ow, 0), c, m), dtype=dt)
@@ -176,17 +181,27 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
         return acc.reshape(n, acc.shape[1], acc.shape[2], c * m)
     sy, sx = stride
     dy, dx = dilation
-    # Output rows in slabs of about _DW_CHUNK elements: the per-tap product is a slab, not a
-    # tile (a 56x56x144 tile's products took 1.8 MB per tap).
+    # Output rows in slabs of about _DW_CHUNK elements, each from its own centred and padded
+    # input rows: the temporaries are a slab's, not a tile's (a 56x56x144 tile's per-tap
+    # products took 1.8 MB, its padded int32 input as much again).
     rows = max(1, _DW_CHUNK // (n * ow * c * m))
     product = np.empty((n, min(rows, oh), ow, c, m), dtype=dt)
     for r0 in range(0, oh, rows):
         out = acc[:, r0:r0 + rows]
         prod = product[:, :out.shape[1]]
+        first = r0 * sy - pads[0][0]                         # input rows read, padding < 0
+        last = (r0 + out.shape[1] - 1) * sy + (kh - 1) * dy - pads[0][0]
+        lo, hi = max(first, 0), min(last, h - 1)
+        if hi >= lo:
+            block, top, bottom = ifm[:, lo:hi + 1], lo - first, last - hi
+        else:                                                # the slab reads padding only
+            block, top, bottom = ifm[:, :0], last - first + 1, 0
+        # int8/int16 activations minus their zero point fit int32: no int64 copy.
+        xs = _pad_spatial(_centered_as(block, input_zp, dt), [(top, bottom), pads[1]])
         for ky in range(kh):
             for kx in range(kw):
-                y0, x0 = r0 * sy + ky * dy, kx * dx
-                tap = xp[:, y0:y0 + (out.shape[1] - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx]
+                y0, x0 = ky * dy, kx * dx
+                tap = xs[:, y0:y0 + (out.shape[1] - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx]
                 np.multiply(tap[..., None], wc[ky, kx], out=prod)
                 out += prod
     return acc.reshape(n, oh, ow, c * m)
