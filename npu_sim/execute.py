@@ -51,7 +51,7 @@ def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
             acc_dtype=a["acc_dtype"])
 
 
-STAGE_CHUNK = 1 << 16       # elements per output-stage pass: bounds its int64 temporaries
+STAGE_CHUNK = 1 << 14       # elements per output-stage pass: bounds its int64 temporaries
 
 
 def _chunks(shape):
