@@ -93,19 +93,25 @@ def goals(results: dict) -> list[dict]:
                 if s_cpu is not None else "not measured (needs >= 2 networks)",
                 "met": None if s_cpu is None else s_cpu <= 1.0})
 
-    rows = [row for row in sc.get("rows", []) if row.get("full_net_peak_over_model")
+    rows = [row for row in sc.get("rows", []) if row.get("full_fixed_peak_over_model")
             is not None and row["config"] == "default"]
     if rows:
-        measured = (f"above the {_f(sc.get('startup_peak_mib'), '{:.0f}')} MiB start-up peak, "
-                    "on default: " + ", ".join(
-                        f"{row['network']} {row['full_net_peak_over_model']:.1f}x "
+        measured = (f"above the {_f(sc.get('fixed_peak_mib'), '{:.1f}')} MiB peak of the "
+                    "smallest run, on default: " + ", ".join(
+                        f"{row['network']} {row['full_fixed_peak_over_model']:.1f}x "
                         f"({row['full_peak_mib']:.0f} MiB peak, "
-                        f"{row['model_bytes'] / 2 ** 20:.2f} MiB model)" for row in rows))
-        ok = all(row["full_net_peak_over_model"] <= MEMORY_MULTIPLE_GOAL for row in rows)
+                        f"{row['model_bytes'] / 2 ** 20:.2f} MiB model)" for row in rows)
+                    + f"; above the {_f(sc.get('startup_peak_mib'), '{:.0f}')} MiB of "
+                    "`npu-sim --help` (imports only): " + ", ".join(
+                        f"{row['network']} {row['full_net_peak_over_model']:.1f}x"
+                        for row in rows))
+        ok = all(row["full_fixed_peak_over_model"] <= MEMORY_MULTIPLE_GOAL for row in rows)
     else:
         measured, ok = "not measured", None
     out.append({"goal": "peak memory within a small multiple of the model's size (full run)",
-                "target": f"(peak RSS - start-up RSS) <= {MEMORY_MULTIPLE_GOAL:g}x model size",
+                "target": f"(peak RSS - the fixed cost of a run) <= {MEMORY_MULTIPLE_GOAL:g}x "
+                          "model size; the fixed cost is the peak of `npu-sim run` on an "
+                          "8-channel DS-CNN (interpreter, numpy, simpy, the simulator)",
                 "measured": measured, "met": ok})
     return out
 
@@ -312,10 +318,15 @@ def markdown(results: dict) -> str:
     L += ["", "## 5. Scaling", "",
           f"Start-up (`npu-sim --help`, imports only): {_f(sc.get('startup_wall_s'))} s wall, "
           f"{_f(sc.get('startup_cpu_s'))} s CPU, "
-          f"{_f(sc.get('startup_peak_mib'), '{:.0f}')} MiB. *net* subtracts it.", "",
+          f"{_f(sc.get('startup_peak_mib'), '{:.0f}')} MiB. *net* subtracts it. The fixed "
+          f"cost of a run (`npu-sim run` on an 8-channel DS-CNN, largest peak of the repetitions "
+          f"as for the networks): {_f(sc.get('fixed_peak_mib'), '{:.1f}')} MiB; *fixed* "
+          "subtracts it.",
+          "",
           "| network | config | MACs | model MiB | full ms/MMAC | net | CPU | timing-only "
-          "ms/MMAC | net | CPU | full peak MiB | peak / model | net peak / model |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "ms/MMAC | net | CPU | full peak MiB | peak / model | net peak / model "
+          "| fixed peak / model |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in sc.get("rows", []):
         L.append(f"| {row['network']} | {row['config']} | {row['macs']:,} "
                  f"| {row['model_bytes'] / 2 ** 20:.2f} | {_f(row.get('full_ms_per_mmac'))} "
@@ -326,7 +337,8 @@ def markdown(results: dict) -> str:
                  f"| {_f(row.get('timing_only_cpu_ms_per_mmac'))} "
                  f"| {_f(row.get('full_peak_mib'), '{:.0f}')} "
                  f"| {_f(row.get('full_peak_over_model'), '{:.1f}')} "
-                 f"| {_f(row.get('full_net_peak_over_model'), '{:.1f}')} |")
+                 f"| {_f(row.get('full_net_peak_over_model'), '{:.1f}')} "
+                 f"| {_f(row.get('full_fixed_peak_over_model'), '{:.1f}')} |")
     slopes = sc.get("loglog_slope") or {}
     if slopes:
         L += ["", "Log-log slope of time vs MACs across the networks (1 = linear; *net* = "

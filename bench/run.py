@@ -359,8 +359,9 @@ def _cycles(report_json: Path):
         return None
 
 
-def scaling(results: dict, startup: dict | None) -> dict:
-    """Wall time per million MACs and peak memory vs model size, per network and config."""
+def scaling(results: dict, startup: dict | None, fixed_rss: float | None = None) -> dict:
+    """Wall time per million MACs and peak memory vs model size, per network and config;
+    `fixed_rss`: the peak of the smallest run, subtracted for the *fixed* peak ratios."""
     base = {"wall_s": (startup or {}).get("wall_s") or 0.0,
             "cpu_s": (startup or {}).get("cpu_s") or 0.0}
     base_rss = (startup or {}).get("peak_rss_mib") or 0.0
@@ -385,6 +386,9 @@ def scaling(results: dict, startup: dict | None) -> dict:
                 row[f"{k}_peak_over_model"] = s["peak_rss_mib"] * 2 ** 20 / r["size_bytes"]
                 row[f"{k}_net_peak_over_model"] = (max(s["peak_rss_mib"] - base_rss, 0)
                                                    * 2 ** 20 / r["size_bytes"])
+                if fixed_rss is not None:
+                    row[f"{k}_fixed_peak_over_model"] = (max(s["peak_rss_mib"] - fixed_rss, 0)
+                                                         * 2 ** 20 / r["size_bytes"])
             rows.append(row)
     slopes = {}
     for cfg in dict.fromkeys(row["config"] for row in rows):
@@ -399,7 +403,8 @@ def scaling(results: dict, startup: dict | None) -> dict:
                 if len(net) >= 2:
                     slopes.setdefault(cfg, {})[f"{k}{tag}_net"] = _loglog_slope(net)
     return {"startup_wall_s": base["wall_s"], "startup_cpu_s": base["cpu_s"],
-            "startup_peak_mib": base_rss, "rows": rows, "loglog_slope": slopes}
+            "startup_peak_mib": base_rss, "fixed_peak_mib": fixed_rss, "rows": rows,
+            "loglog_slope": slopes}
 
 
 def _loglog_slope(pts):
@@ -451,15 +456,19 @@ def main(argv=None) -> int:
     log("preparing networks ...")
     prepared = [networks.prepare(k, args.cache_dir, args.seed, log) for k in nets]
 
+    probe = networks.prepare("probe", args.cache_dir, args.seed, log)
     per_net = 1 + len(configs) * (3 + bool(bench.ref_native))
     per_net -= 0 if bench.vela else 1
-    bench.total_steps = reps + len(prepared) * per_net * reps
+    bench.total_steps = 2 * reps + len(prepared) * per_net * reps
     fl = measure.floor(bench.env, args.cache_dir, bench.runs / "floor")
     log(f"measuring with {measure.METHOD}: floor (`true`) {fl.wall_s * 1000:.0f} ms, "
         f"{fl.maxrss_kib / 1024:.1f} MiB")
     log("start-up: npu-sim --help")
     startup = [bench.timed(f"npu-sim --help rep {i + 1}", [bench.npu_sim, "--help"],
                            bench.runs / "startup", sim=True) for i in range(reps)]
+    log(f"fixed cost of a run: npu-sim run on an {probe.description.split(' (')[0]} "
+        f"({probe.size_bytes:,} bytes)")
+    fixed = [bench.run_full(probe, "default", i + 1) for i in range(reps)]
     results = {
         "date": started.isoformat(timespec="seconds"),
         "machine": mach,
@@ -475,6 +484,8 @@ def main(argv=None) -> int:
             "command_line": " ".join(["python", "bench/run.py", *(argv or sys.argv[1:])]),
         },
         "startup": {"cmd": "npu-sim --help", "time": measure.summarize(startup)},
+        "fixed_cost": {"cmd": f"npu-sim run {probe.tosa.name} ({probe.description})",
+                       "model_bytes": probe.size_bytes, "time": measure.summarize(fixed)},
         "networks": {},
     }
     for net in prepared:
@@ -486,7 +497,10 @@ def main(argv=None) -> int:
     if src["changed_during_run"]:
         log("WARNING: npu-sim's sources changed during the run: results mix code versions")
     results["elapsed_s"] = round(time.perf_counter() - t_start, 1)
-    results["scaling"] = scaling(results, results["startup"]["time"])
+    # The same statistic as the networks' (the largest peak of the repetitions, a first run
+    # that compiles included), so the two compare like with like.
+    results["scaling"] = scaling(results, results["startup"]["time"],
+                                 (results["fixed_cost"]["time"] or {}).get("peak_rss_mib"))
     results["goals"] = report.goals(results)
 
     out.parent.mkdir(parents=True, exist_ok=True)
