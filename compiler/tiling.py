@@ -19,6 +19,7 @@ from .allocate import align
 
 NEAR_BEST = 1.01
 ROOM_SLACK = 1.25
+PADDING_SHARE = 0.25
 Box = tuple[tuple[int, int], ...]          # (start, size) per tensor dim
 Tile = dict[str, tuple[int, int]]           # dim -> (start, size)
 
@@ -74,6 +75,7 @@ class TilePlan:
     working_set: int
     cost: float                              # estimated cycles of the step
     transfer: float = 0.0                    # of which its external transfers take
+    padding: float = 0.0                     # of which bursts moving bytes no one needs take
 
     @property
     def n_tiles(self) -> int:
@@ -157,7 +159,7 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
     caller evaluates several orders of the same sizes."""
     counts = {d: -(-space.dims[d] // sizes[d]) for d in space.dims}
     in_bytes, out_bytes, burst = boxes or box_sizes(space, tiles or _sample_tiles(space, sizes))
-    buffers, buffer_bytes, working, cost = {}, {}, 0, 0.0
+    buffers, buffer_bytes, working, cost, padding = {}, {}, 0, 0.0, 0.0
     for opnd in space.inputs:
         loads = _loads(order, counts, opnd.depends)
         nbytes = in_bytes[opnd.role]
@@ -167,6 +169,7 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
         buffer_bytes[opnd.role] = nbytes
         working += buffers[opnd.role] * nbytes
         cost += loads * nbytes * opnd.cost_per_byte * burst[opnd.role]
+        padding += loads * nbytes * opnd.cost_per_byte * (burst[opnd.role] - 1)
     n_out = math.prod(c for d, c in counts.items() if d != space.reduction)
     if not space.output.on_chip:
         role = space.output.role
@@ -174,6 +177,7 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
         buffer_bytes[role] = out_bytes
         working += buffers[role] * out_bytes
         cost += n_out * out_bytes * space.output.cost_per_byte * burst["<out>"]
+        padding += n_out * out_bytes * space.output.cost_per_byte * (burst["<out>"] - 1)
     acc_bytes = 0
     if space.reduction and counts.get(space.reduction, 1) > 1:
         acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
@@ -187,7 +191,7 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
     if space.stream:
         time += compute / counts[space.stream]
     return TilePlan(dict(sizes), tuple(order), counts, buffers, buffer_bytes, acc_bytes, working,
-                    time, cost)
+                    time, cost, padding)
 
 
 def _candidates(space: TileSpace, level: int, tile_overhead: float,
@@ -215,6 +219,7 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
     each level's plans for searches of the same space with other budgets; `boxes`, the box
     sizes of its tiles for searches of the same shapes (see _candidates)."""
     boxes = {} if boxes is None else boxes
+    best = []                                  # per level searched, its choice
     for level in range(max(space.levels.values(), default=0) + 1):
         if candidates is None or level not in candidates:
             plans = _candidates(space, level, tile_overhead, boxes)
@@ -230,9 +235,17 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
             fastest = min(p.cost for p in fitting)
             near = [p for p in fitting if p.cost <= fastest * NEAR_BEST]
             small = min(p.working_set for p in near)
-            return min((p for p in near if p.working_set <= small * ROOM_SLACK),
-                       key=lambda p: (p.n_tiles, p.working_set, p.cost))
-    return None
+            best.append(min((p for p in near if p.working_set <= small * ROOM_SLACK),
+                            key=lambda p: (p.n_tiles, p.working_set, p.cost)))
+            # The preferred dims alone can leave boxes of runs shorter than a burst (a
+            # MATMUL's weight columns): a plan that spends over PADDING_SHARE of its time
+            # moving burst padding also tries the next level, which may take whole rows.
+            if best[-1].padding <= best[-1].cost * PADDING_SHARE:
+                break
+    if not best:
+        return None
+    fastest = min(p.cost for p in best)
+    return next(p for p in best if p.cost <= fastest * NEAR_BEST)     # the shallowest
 
 
 def row_dim(space: TileSpace) -> str:
