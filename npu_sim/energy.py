@@ -12,6 +12,7 @@ import numpy as np
 
 from isa.commands import DmaCopy, DmaFill
 
+from .cost import cmd_dtype
 from .simulator import command_traffic
 
 
@@ -41,8 +42,7 @@ def count_events(program, costs) -> Events:
         if isinstance(cmd, (DmaCopy, DmaFill)):
             dma[row] += cmd.dst.nbytes
         elif cmd.unit == "mac":
-            dtype = next(iter(cmd.inputs.values())).dtype
-            macs.setdefault(dtype, [0] * rows)[row] += cost.macs
+            macs.setdefault(cmd_dtype(cmd), [0] * rows)[row] += cost.macs
         elif cmd.unit == "vector":
             vector[row] += cost.elements
         else:
