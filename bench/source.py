@@ -18,7 +18,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-PRODUCT_DIRS = ("compiler", "isa", "npu_sim", "configs")   # npu_sim/configs links to configs/
+PRODUCT_DIRS = ("compiler", "isa", "npu_sim", "configs")
+# The repository's top-level folders that install as subpackages of npu_sim (pyproject.toml).
+MAPPED_SUBPACKAGES = ("isa", "compiler", "configs")
 
 
 def _git(repo: Path, *args, binary=False):
@@ -57,6 +59,9 @@ def snapshot(repo: Path, rev: str, cache: Path) -> tuple[str, Path]:
                 tar.extractall(tmp, filter="tar")
             else:
                 tar.extractall(tmp)
+        if (tmp / "configs" / "__init__.py").exists():      # lay them out as pip installs them
+            for name in MAPPED_SUBPACKAGES:
+                (tmp / name).rename(tmp / "npu_sim" / name)
         # Byte-compile as pip does for an installed package, so a machine that sets
         # PYTHONDONTWRITEBYTECODE does not charge every timed run with compiling the sources.
         compileall.compile_dir(str(tmp), quiet=1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa.program import Binding, Layer, Program, Segment
+from npu_sim.isa.program import Binding, Layer, Program, Segment
 
 from .cascade import fuse_pointwise_producers
 from .emit import Emitter

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 
-from isa.commands import Compute, DmaCopy, DmaFill, TensorView
+from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
 
 
 class _Segments:

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from isa.errors import UnsupportedError
+from npu_sim.isa.errors import UnsupportedError
 
 from .chains import chain_space
 from .ir import Graph, itemsize

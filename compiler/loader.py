@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from isa.errors import ModelError
+from npu_sim.isa.errors import ModelError
 
 from .ir import Graph, Operator, Tensor
 
@@ -125,7 +125,7 @@ def decode_data(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarr
 def _tensor_dtype(code: int, name: str) -> str:
     dtype = DTYPE_NAMES.get(code, f"code {code}").lower()
     if dtype not in ("bool", "int4", "int8", "int16", "int32", "int48", "shape"):
-        from isa.errors import UnsupportedError
+        from npu_sim.isa.errors import UnsupportedError
         raise UnsupportedError(f"tensor '{name}' has dtype {dtype.upper()}: npu-sim implements the "
                                "TOSA integer profile (PRO-INT) only")
     return dtype
@@ -196,7 +196,7 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
     if main is None:
         raise ModelError(f"{source}: no region named 'main' (found: {', '.join(regions)})")
     if version[0] != 1 or version[1] != 0:
-        from isa.errors import UnsupportedError
+        from npu_sim.isa.errors import UnsupportedError
         raise UnsupportedError(f"{source}: TOSA version {'.'.join(map(str, version))}; npu-sim "
                                "implements TOSA 1.0")
     main.version = version

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from isa.commands import ONCHIP, TensorView, dense
-from isa.errors import DoesNotFitError
+from npu_sim.isa.commands import ONCHIP, TensorView, dense
+from npu_sim.isa.errors import DoesNotFitError
 
 from .allocate import align
 from .cascade import cascade_space

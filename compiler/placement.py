@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa.commands import ONCHIP, TensorView, dense
-from isa.errors import DoesNotFitError
+from npu_sim.isa.commands import ONCHIP, TensorView, dense
+from npu_sim.isa.errors import DoesNotFitError
 
 from .allocate import IntervalAllocator, align
 from .ir import Graph

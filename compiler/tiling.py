@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from isa.commands import BURST_BYTES
+from npu_sim.isa.commands import BURST_BYTES
 
 from .allocate import align
 

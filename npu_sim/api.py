@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.ir import Graph
-from isa.encoding import decode, encode
-from isa.errors import ConfigError, ModelError
-from isa.program import Program
+from npu_sim.compiler.ir import Graph
+from npu_sim.isa.encoding import decode, encode
+from npu_sim.isa.errors import ConfigError, ModelError
+from npu_sim.isa.program import Program
 
 from . import cache
 from .config import HardwareConfig, config_from_dict, load_config
@@ -62,7 +62,7 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
     k = cache.key(data, config) if use_cache else None
     program = cache.load(k) if k else None
     if program is None:
-        from compiler.loader import load_bytes    # not imported when the program is cached
+        from npu_sim.compiler.loader import load_bytes    # not imported when the program is cached
         program = _compile(load_bytes(data, str(model)), config)
         if k:
             cache.store(k, program)
@@ -71,7 +71,7 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
 
 
 def _compile(graph: Graph, config: HardwareConfig) -> Program:
-    from compiler.driver import compile_graph
+    from npu_sim.compiler.driver import compile_graph
     name = Path(graph.source).stem if graph.source else "model"
     program = compile_graph(graph, config, model_name=name)
     program.meta["config_dict"] = config.to_dict()

@@ -14,7 +14,7 @@ External memories (DRAM, system SRAM, flash) are not part of the NPU block and c
 """
 from __future__ import annotations
 
-from isa.errors import ConfigError
+from npu_sim.isa.errors import ConfigError
 
 from .config import HardwareConfig
 

@@ -11,12 +11,13 @@ import hashlib
 import os
 import tempfile
 from functools import lru_cache
+from importlib.util import find_spec
 from pathlib import Path
 
-from isa.encoding import decode, encode
-from isa.errors import ProgramError
+from npu_sim.isa.encoding import decode, encode
+from npu_sim.isa.errors import ProgramError
 
-_ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent
 
 
 def cache_dir() -> Path | None:
@@ -28,10 +29,13 @@ def cache_dir() -> Path | None:
 
 @lru_cache(maxsize=1)
 def compiler_version() -> str:
+    """Hash of the product's own installed source: every module of the npu_sim package and its
+    mapped subpackages (a source checkout maps npu_sim.isa and npu_sim.compiler elsewhere)."""
     h = hashlib.sha256()
-    for package in ("compiler", "isa"):
-        for path in sorted((_ROOT / package).rglob("*.py")):
-            h.update(path.relative_to(_ROOT).as_posix().encode())
+    roots = [Path(find_spec(name).origin).parent for name in ("npu_sim.isa", "npu_sim.compiler")]
+    for root in [_PACKAGE] + roots:
+        for path in sorted(root.rglob("*.py")):
+            h.update(path.relative_to(root.parent).as_posix().encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
 

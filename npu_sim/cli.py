@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from isa.errors import InputError, ModelError, NpuSimError
+from npu_sim.isa.errors import InputError, ModelError, NpuSimError
 
 EXIT_USAGE = 2
 # Further subcommands live in their own modules, each with add_parser(subparsers) that sets
@@ -143,7 +143,7 @@ def cmd_compile(args) -> int:
 
 
 def cmd_disasm(args) -> int:
-    from isa.asm import disassemble
+    from npu_sim.isa.asm import disassemble
     from . import api
     sys.stdout.write(disassemble(api.load_program(args.program)))
     return 0

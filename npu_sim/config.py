@@ -18,9 +18,10 @@ from typing import Any
 
 import yaml
 
-from isa.errors import ConfigError
+from npu_sim import configs as _presets
+from npu_sim.isa.errors import ConfigError
 
-PRESET_DIR = Path(__file__).parent / "configs"  # symlink to the top-level configs/ directory
+PRESET_DIR = Path(_presets.__file__).parent     # the repository's configs/, installed as package data
 
 PROFILES = ("PRO-INT",)
 EXTENSIONS = ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND", "EXT-CONTROLFLOW", "EXT-VARIABLE")

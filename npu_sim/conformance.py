@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from isa.errors import InputError, NpuSimError
+from npu_sim.isa.errors import InputError, NpuSimError
 
 STATUSES = ("pass", "fail", "refused", "error", "skipped")
 REF_RUNNER_SUFFIX = ".runner.tosa_refmodel_compliance_sut_run"
@@ -163,7 +163,7 @@ def _generate_input(desc: dict, name: str) -> np.ndarray:
 
 def read_inputs(test_dir: Path, desc: dict, graph) -> dict[str, np.ndarray]:
     """Input arrays by graph input name, in the storage dtype of the graph's tensors."""
-    from compiler.ir import STORAGE
+    from npu_sim.compiler.ir import STORAGE
     inputs = {}
     for name, file in zip(desc.get("ifm_name", []), desc.get("ifm_file", [])):
         path = test_dir / file
@@ -279,7 +279,7 @@ def _tosa_tools_file(kind: str) -> Path:
 def json_graph_bytes(path: Path) -> bytes:
     """A graph in JSON form (the conformance generator's default output), compiled to the
     binary flatbuffer with the flatc and schema that tosa-tools ships."""
-    from isa.errors import ModelError
+    from npu_sim.isa.errors import ModelError
     try:
         flatc, schema = _tosa_tools_file("FLATC"), _tosa_tools_file("SCHEMA")
     except ImportError as exc:  # pragma: no cover - tosa-tools layout change
@@ -297,8 +297,8 @@ def json_graph_bytes(path: Path) -> bytes:
 def run_graph(test_dir: Path, desc: dict, config):
     """Load, validate, compile and simulate one test. Returns the api.RunResult.
     Raises NpuSimError when npu-sim refuses the graph or its inputs."""
-    from compiler.loader import load_bytes
-    from isa.errors import ModelError
+    from npu_sim.compiler.loader import load_bytes
+    from npu_sim.isa.errors import ModelError
     from . import api
     path = test_dir / desc["tosa_file"]
     if path.suffix == ".json" and path.is_file():

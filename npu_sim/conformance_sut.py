@@ -21,7 +21,7 @@ from pathlib import Path
 
 from runner.tosa_test_runner import TosaTestRunner
 
-from isa.errors import NpuSimError
+from npu_sim.isa.errors import NpuSimError
 
 from .conformance import _config, _write_outputs, run_graph
 

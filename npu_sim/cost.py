@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from isa.commands import Compute, DmaCopy, DmaFill, TensorView
+from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
 
 PIPELINE_LATENCY = 8          # vector unit fill/drain cycles per command
 # MAC array fill/drain per command. Held constant rather than growing with rows + cols: the

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa.commands import DmaCopy, DmaFill
+from npu_sim.isa.commands import DmaCopy, DmaFill
 
 from .cost import cmd_dtype
 from .simulator import command_traffic

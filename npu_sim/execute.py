@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from isa.commands import Compute, DmaCopy, DmaFill
+from npu_sim.isa.commands import Compute, DmaCopy, DmaFill
 
 from . import datapath as dp
 from .memory import STORAGE, Memories

@@ -13,7 +13,7 @@ import zlib
 
 import numpy as np
 
-from isa.errors import UnsupportedError
+from npu_sim.isa.errors import UnsupportedError
 
 from . import datapath as dp
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from isa.commands import Compute
+from npu_sim.isa.commands import Compute
 
 from .bounds import attainable
 from .energy import count_events, energy_pj

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from isa.commands import Compute, DmaCopy
-from isa.errors import InputError
-from isa.program import Program
+from npu_sim.isa.commands import Compute, DmaCopy
+from npu_sim.isa.errors import InputError
+from npu_sim.isa.program import Program
 
 from .cost import Cost, CostModel
 from .execute import execute

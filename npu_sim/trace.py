@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from isa.commands import Compute, DmaCopy, DmaFill
-from isa.errors import InputError
+from npu_sim.isa.commands import Compute, DmaCopy, DmaFill
+from npu_sim.isa.errors import InputError
 
 from .simulator import command_traffic
 

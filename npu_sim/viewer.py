@@ -11,7 +11,7 @@ import json
 import webbrowser
 from pathlib import Path
 
-from isa.errors import InputError
+from npu_sim.isa.errors import InputError
 
 from .trace import engine_order
 

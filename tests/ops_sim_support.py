@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import tosa_serializer as ts
 
-import compiler.lower
-from compiler.loader import load_bytes
-from isa.errors import DoesNotFitError
+from npu_sim.compiler import lower as compiler_lower
+from npu_sim.compiler.loader import load_bytes
+from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.api import compile_model, load_config, simulate
 from oracle import DType, GraphBuilder, fit_pad  # noqa: F401  (fit_pad is re-exported)
 
@@ -83,8 +83,8 @@ def check(g: GraphBuilder, cfg_name: str, *, tiled: bool = False, split: tuple =
     cfg = get_config(cfg_name)
     log = PlanLog()
     # Hook the tile planner the lowering calls (named plan_tiles, formerly search).
-    hook = next(n for n in ("plan_tiles", "search") if hasattr(compiler.lower, n))
-    orig = getattr(compiler.lower, hook)
+    hook = next(n for n in ("plan_tiles", "search") if hasattr(compiler_lower, n))
+    orig = getattr(compiler_lower, hook)
 
     def recording_search(space, budget, *args, **kwargs):
         plan = orig(space, budget, *args, **kwargs)
@@ -92,7 +92,7 @@ def check(g: GraphBuilder, cfg_name: str, *, tiled: bool = False, split: tuple =
             log.plans.append(dict(plan.counts))
         return plan
 
-    setattr(compiler.lower, hook, recording_search)
+    setattr(compiler_lower, hook, recording_search)
     try:
         if may_not_fit and cfg_name == "2KiB":
             try:
@@ -103,7 +103,7 @@ def check(g: GraphBuilder, cfg_name: str, *, tiled: bool = False, split: tuple =
         else:
             program = compile_model(load_bytes(buf), cfg)
     finally:
-        setattr(compiler.lower, hook, orig)
+        setattr(compiler_lower, hook, orig)
     if layers is not None:
         assert [list(layer.ops) for layer in program.layers] == layers
     result = simulate(program, cfg, inputs=feed)

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from isa.errors import ConfigError
+from npu_sim.isa.errors import ConfigError
 from npu_sim.area import PARTS, area_mm2
 from npu_sim.config import config_from_dict, load_config
 

@@ -30,7 +30,7 @@ def test_more_room_never_costs():
 
 
 def test_attainable_counts_array_mapping_and_first_latency():
-    from isa.program import Layer
+    from npu_sim.isa.program import Layer
     from npu_sim import api
     from npu_sim.bounds import attainable
 

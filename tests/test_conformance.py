@@ -273,8 +273,8 @@ def test_arm_runner_drives_the_sut_module(suite, tmp_path):
 def test_host_interpreter_runs_every_operator(suite):
     """The host CPU's sub-graph interpreter (used for COND_IF / WHILE_LOOP bodies) on the main
     graph of every valid sample test: it must match the reference model as the NPU does."""
-    from compiler.loader import load_model
-    from compiler.steps import graph_to_dict
+    from npu_sim.compiler.loader import load_model
+    from npu_sim.compiler.steps import graph_to_dict
     from npu_sim.hostcpu import HostGraph, run_graph
     problems, ran = [], 0
     for t in suite["tests"]:
@@ -348,7 +348,7 @@ def control_flow_graph():
 def test_nested_control_flow_with_several_results(sram, tmp_path):
     """A WHILE_LOOP with a COND_IF inside, two used results (packed, then copied out by the host)
     and an NPU ADD on one of them; also through a saved .npub program."""
-    from compiler.loader import load_bytes
+    from npu_sim.compiler.loader import load_bytes
     from npu_sim import api
     from oracle import run_reference
     buf, ins, outs = control_flow_graph()
@@ -368,7 +368,7 @@ def test_nested_control_flow_with_several_results(sram, tmp_path):
 def test_loop_time_follows_its_iterations():
     """The host runs a WHILE_LOOP before costing it, so more iterations take more cycles (and
     --timing-only, with no values, costs the command without its loop)."""
-    from compiler.loader import load_bytes
+    from npu_sim.compiler.loader import load_bytes
     from npu_sim import api
     buf, ins, outs = control_flow_graph()
     cfg = api.load_config("default")
@@ -384,8 +384,8 @@ def test_variables_need_the_extension():
     """A config without EXT-VARIABLE (edge-256) refuses variables with a clear message; the
     default config runs them (tests/test_variables.py)."""
     import tosa_serializer as ts
-    from compiler.loader import load_bytes
-    from isa.errors import UnsupportedError
+    from npu_sim.compiler.loader import load_bytes
+    from npu_sim.isa.errors import UnsupportedError
     from npu_sim import api
     ser = ts.TosaSerializer("", targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
     x = ser.addPlaceholder([4], ts.DType.INT8, None)

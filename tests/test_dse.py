@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from isa.errors import ConfigError
+from npu_sim.isa.errors import ConfigError
 from npu_sim.cli import main
 from npu_sim.dse import (aggregate, evaluate_point, load_sweep, pareto_front, run_sweep,
                          sweep_from_dict)
@@ -259,8 +259,8 @@ def test_example_sweep_runs_on_a_reduced_budget(tmp_path):
 def test_points_compile_copies_of_one_loaded_graph():
     """Workers parse a network once and compile a copy per point: compiling must leave the
     loaded graph as it was, so every point starts from the same graph."""
-    from compiler.loader import load_model
-    from isa.encoding import encode
+    from npu_sim.compiler.loader import load_model
+    from npu_sim.isa.encoding import encode
     from npu_sim import api
 
     graph = load_model(SMALL)

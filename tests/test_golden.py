@@ -3,15 +3,18 @@
 After an intended timing change: python -m npu_sim.golden --update (see README).
 """
 import json
+from pathlib import Path
 
 import pytest
 
 from npu_sim import golden
 
+TRACES = Path(__file__).resolve().parent.parent / "traces"
+
 
 @pytest.mark.parametrize("config", golden.PRESETS)
 def test_cycles_match_the_golden_summary(config):
-    path = golden.golden_path(config)
+    path = golden.golden_path(config, TRACES)
     assert path.exists(), f"{path} is missing: python -m npu_sim.golden --update"
     diff = golden.compare(json.loads(path.read_text()), golden.summary(config))
     assert not diff, ("cycles changed against " + str(path) + ":\n" + "\n".join(diff)

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from isa.commands import dense
-from isa.errors import ProgramError
+from npu_sim.isa.commands import dense
+from npu_sim.isa.errors import ProgramError
 from npu_sim.memory import Memories
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from compiler.loader import load_bytes
+from npu_sim.compiler.loader import load_bytes
 from npu_sim import api, zoo
 from oracle import run_reference
 

@@ -4,11 +4,11 @@ with the same compiler without it, and staged weight prefixes stay bit-exact."""
 import numpy as np
 import pytest
 
-import compiler.driver
-import compiler.tiling
-from compiler.placement import Placement
-from compiler.loader import load_bytes
-from isa.commands import ONCHIP, DmaCopy
+from npu_sim.compiler import driver as compiler_driver
+from npu_sim.compiler import tiling as compiler_tiling
+from npu_sim.compiler.placement import Placement
+from npu_sim.compiler.loader import load_bytes
+from npu_sim.isa.commands import ONCHIP, DmaCopy
 from npu_sim import api, zoo
 from ops_sim_support import const, scalar
 from oracle import DType, GraphBuilder, run_reference
@@ -38,7 +38,7 @@ def test_prefetch_loads_weights_during_earlier_layers(ds_cnn, monkeypatch):
              and cmd.dst.mem == ONCHIP and cmd.src.mem != ONCHIP
              and cmd.layer > 0 and cmd.id < first_compute[cmd.layer - 1]}
     assert early, "no layer's weights are queued before the previous layer computes"
-    monkeypatch.setattr(compiler.driver, "plan_prefetch", lambda *args: {})
+    monkeypatch.setattr(compiler_driver, "plan_prefetch", lambda *args: {})
     assert _timing(program, cfg).cycles < _timing(_compile(ds_cnn, cfg), cfg).cycles
 
 
@@ -46,7 +46,7 @@ def test_cascade_keeps_the_expanded_tensor_off_chip_memory(monkeypatch):
     tosa, _ = zoo.build("mobilenet_v2", width=0.35, resolution=64, num_classes=16)
     cfg = api.load_config("default").with_overrides({"sram.size": "64 KiB"})
     cascaded = _timing(_compile(tosa, cfg), cfg)
-    monkeypatch.setattr(compiler.driver, "fuse_pointwise_producers", lambda graph, steps: steps)
+    monkeypatch.setattr(compiler_driver, "fuse_pointwise_producers", lambda graph, steps: steps)
     separate = _timing(_compile(tosa, cfg), cfg)
     assert cascaded.bytes_moved["dram"]["read"] < separate.bytes_moved["dram"]["read"]
     assert cascaded.cycles < separate.cycles
@@ -98,5 +98,5 @@ def test_narrow_weight_columns_give_way_to_whole_rows(monkeypatch):
     expected = np.einsum("nhc,ncw->nhw", a.astype(np.int64) - 3, b.astype(np.int64) + 2)
     assert np.array_equal(api.simulate(program, cfg, {g.input_names[0]: a}).outputs[out],
                           expected)
-    monkeypatch.setattr(compiler.tiling, "PADDING_SHARE", float("inf"))
+    monkeypatch.setattr(compiler_tiling, "PADDING_SHARE", float("inf"))
     assert _timing(program, cfg).cycles < 0.6 * _timing(_compile(tosa, cfg), cfg).cycles

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.ir import Graph, Operator, Tensor
-from compiler.loader import load_bytes, load_model
-from compiler.validate import CHECKS, SPECS, validate
-from isa.errors import ModelError, UnsupportedError, ValidationError
+from npu_sim.compiler.ir import Graph, Operator, Tensor
+from npu_sim.compiler.loader import load_bytes, load_model
+from npu_sim.compiler.validate import CHECKS, SPECS, validate
+from npu_sim.isa.errors import ModelError, UnsupportedError, ValidationError
 
 ts = pytest.importorskip("tosa_serializer")
 DType, Op = ts.DType, ts.Op

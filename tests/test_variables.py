@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import tosa_serializer as ts
 
-from compiler.loader import load_bytes
+from npu_sim.compiler.loader import load_bytes
 from npu_sim import api
 from npu_sim.simulator import Machine
 from ops_sim_support import clamp_attr

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from isa.errors import UnsupportedError, ValidationError
+from npu_sim.isa.errors import UnsupportedError, ValidationError
 
 from ..ir import Graph, Operator, Tensor
 

@@ -6,7 +6,7 @@ graph inputs or produced by an operator; every graph output is produced; no cycl
 """
 from __future__ import annotations
 
-from isa.errors import UnsupportedError, ValidationError
+from npu_sim.isa.errors import UnsupportedError, ValidationError
 
 from ..ir import Graph, Operator
 from . import generic

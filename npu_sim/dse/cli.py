@@ -5,7 +5,7 @@ import sys
 import time
 from pathlib import Path
 
-from isa.errors import ConfigError
+from npu_sim.isa.errors import ConfigError
 
 
 def cmd_dse(args) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from isa.errors import ModelError, NpuSimError
+from npu_sim.isa.errors import ModelError, NpuSimError
 
 from .. import api
 from ..area import area_mm2
@@ -57,7 +57,7 @@ def network_bytes(spec: str) -> bytes:
 def _network_graph(spec: str):
     """The loaded graph of a network, kept per process: each point compiles a copy of it
     (parsing the flatbuffer took a fifth of a small network's point)."""
-    from compiler.loader import load_bytes
+    from npu_sim.compiler.loader import load_bytes
     return load_bytes(network_bytes(spec), spec)
 
 

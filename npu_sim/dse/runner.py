@@ -16,7 +16,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from isa.errors import ConfigError
+from npu_sim.isa.errors import ConfigError
 
 from .evaluate import evaluate_task, network_id, point_key
 from .pareto import aggregate

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from isa.errors import ConfigError
+from npu_sim.isa.errors import ConfigError
 
 from ..config import HardwareConfig, _Checker, load_config, read_yaml
 
