@@ -11,15 +11,16 @@ import json
 import math
 import os
 import re
+import reprlib
 from dataclasses import dataclass, field, fields, is_dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from npu_sim import configs as _presets
 from npu_sim.isa.errors import ConfigError
+
+from .yamlread import read_yaml
 
 PRESET_DIR = Path(_presets.__file__).parent     # the repository's configs/, installed as package data
 
@@ -32,6 +33,29 @@ MAC_DTYPES = ("int8", "int16", "int4")
 _DTYPE_EXTENSION = {"int16": "EXT-INT16", "int4": "EXT-INT4"}
 MIN_SRAM = 1024
 MAX_SIZE = 1 << 64  # addresses are 64-bit
+# Physically plausible range of every figure (inclusive; `*` stands for a memory or dtype name).
+# Wide enough for any design-space sweep, narrow enough that no product of figures in the
+# simulator or the report overflows; outside it, or NaN/inf, a value is refused.
+RANGES: dict[str, tuple[float, float]] = {
+    "clock_mhz": (1, 10_000),
+    "mac_array.rows": (1, 4096), "mac_array.cols": (1, 4096),
+    "vector_unit.lanes": (1, 65_536),
+    "sram.size": (MIN_SRAM, 4 << 30), "sram.banks": (1, 1024), "sram.bytes_per_cycle": (1, 65_536),
+    "dma.channels": (1, 64), "dma.bytes_per_cycle": (0.01, 65_536), "dma.setup_cycles": (0, 1_000_000),
+    "memories.*.size": (1, 1 << 40), "memories.*.bandwidth_gbps": (0.001, 100_000),
+    "memories.*.latency_ns": (0, 1_000_000),
+    "energy.mac_pj.*": (0, 10_000), "energy.vector_op_pj": (0, 10_000),
+    "energy.sram_read_pj_per_byte": (0, 10_000), "energy.sram_write_pj_per_byte": (0, 10_000),
+    "energy.memories.*.read_pj_per_byte": (0, 100_000), "energy.memories.*.write_pj_per_byte": (0, 100_000),
+    "energy.dma_pj_per_byte": (0, 10_000), "energy.leakage_mw": (0, 1_000_000),
+    "cpu_baseline.clock_mhz": (1, 10_000), "cpu_baseline.macs_per_cycle": (0.01, 1_000_000),
+    "cpu_baseline.ops_per_cycle": (0.01, 1_000_000), "cpu_baseline.power_mw": (0.001, 1_000_000),
+    "cpu_baseline.bytes_per_cycle": (0.01, 1_000_000),
+    "driver_overhead_us": (0, 10_000_000),
+    "area.mac_mm2.*": (0, 1), "area.sram_mm2_per_kib": (0, 1), "area.sram_bank_overhead_mm2": (0, 100),
+    "area.vector_lane_mm2": (0, 10), "area.dma_channel_mm2": (0, 100), "area.fixed_mm2": (0, 10_000),
+}
+MAX_MACS = 1 << 20  # rows x cols
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(" + "|".join(_UNITS) + r")\s*$")
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # no dots: names appear in dotted override keys
@@ -220,16 +244,43 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxlong = 3, 4, 4, 40, 40
+
+
 def _show(value: Any) -> str:
-    text = repr(value)
+    # reprlib: a value expanded from YAML aliases may be huge; only what is shown is built
+    text = _REPR.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+_BIG_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def _bound(value: float, path: str) -> str:
+    if path.endswith(".size"):
+        unit, n = next(((u, n) for u, n in _BIG_UNITS if value >= n and value % n == 0), ("B", 1))
+        return f"{value // n} {unit}"
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _range_key(path: str) -> str:
+    parts = path.split(".")
+    if parts[0] in ("memories", "energy") and len(parts) >= 3:
+        index = 1 if parts[0] == "memories" else 2
+        if parts[0] == "memories" or parts[1] == "memories":
+            parts[index] = "*"
+    if parts[:2] in (["energy", "mac_pj"], ["area", "mac_mm2"]) and len(parts) == 3:
+        parts[2] = "*"
+    return ".".join(parts)
 
 
 class _Checker:
     """Type and range checks that phrase every failure as '<source>: <key path>: <expected>'."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, ranged: bool = False):
         self.source = source
+        self.ranged = ranged
 
     def fail(self, path: str, message: str) -> ConfigError:
         return ConfigError(f"{self.source}: {path or '(top level)'}: {message}")
@@ -262,6 +313,15 @@ class _Checker:
                 or value < 0 or (value == 0 and not zero_ok)):
             adjective = "non-negative" if zero_ok else "positive"
             raise self.fail(path, f"expected a {adjective} {'integer' if integer else 'number'}, got {_show(value)}")
+        return self.in_range(value, path)
+
+    def in_range(self, value, path: str):
+        """Figures of a hardware config have a documented range (RANGES); other files' numbers do not."""
+        bounds = RANGES.get(_range_key(path)) if self.ranged else None
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            lo, hi = (_bound(b, path) for b in bounds)
+            side = f"at least {lo}" if value < bounds[0] else f"at most {hi}"
+            raise self.fail(path, f"expected {side} (range {lo} to {hi}), got {_show(value)}")
         return value
 
     def text(self, value: Any, path: str, allow_empty: bool = False) -> str:
@@ -289,7 +349,7 @@ class _Checker:
         elif isinstance(value, str) and (m := _SIZE_RE.match(value)):
             nbytes = Decimal(m.group(1)) * _UNITS[m.group(2)]  # Decimal: "1.5 KiB" is exactly 1536
         if nbytes is not None and 0 < nbytes < MAX_SIZE and nbytes == int(nbytes):
-            return int(nbytes)
+            return self.in_range(int(nbytes), path)
         raise self.fail(path, "expected a whole number of bytes in [1, 2**64), as an integer or a string like "
                               f"'256 KiB' (units: {', '.join(_UNITS)}), got {_show(value)}")
 
@@ -303,7 +363,7 @@ _TOP_KEYS = ("name", "description", "clock_mhz", "tosa", "mac_array", "vector_un
 
 
 def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareConfig:
-    c = _Checker(source)
+    c = _Checker(source, ranged=True)
     top = c.section(data, "", _TOP_KEYS, ("description", "area"))
     num = c.number
 
@@ -317,6 +377,9 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
                          cols=num(m["cols"], "mac_array.cols", integer=True),
                          dataflow=c.choice(m["dataflow"], "mac_array.dataflow", DATAFLOWS),
                          dtypes=c.subset(m["dtypes"], "mac_array.dtypes", MAC_DTYPES))
+    if mac.macs_per_cycle > MAX_MACS:
+        raise c.fail("mac_array", f"expected at most {MAX_MACS:,} MACs (rows x cols), got "
+                                  f"{mac.rows} x {mac.cols} = {mac.macs_per_cycle:,}")
     if "int8" not in mac.dtypes:
         raise c.fail("mac_array.dtypes", f"expected int8 among the dtypes (PRO-INT's base type), got {list(mac.dtypes)}")
     for dtype in mac.dtypes:
@@ -329,8 +392,6 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
     s = c.section(top["sram"], "sram", ("size", "banks", "bytes_per_cycle"))
     sram = SramConfig(size=c.size(s["size"], "sram.size"), banks=num(s["banks"], "sram.banks", integer=True),
                       bytes_per_cycle=num(s["bytes_per_cycle"], "sram.bytes_per_cycle"))
-    if sram.size < MIN_SRAM:
-        raise c.fail("sram.size", f"expected at least 1 KiB ({MIN_SRAM} bytes), got {sram.size} bytes")
     if sram.size % sram.banks:
         raise c.fail("sram.size", f"expected a multiple of sram.banks ({sram.banks}) so banks are equal, "
                                   f"got {sram.size} bytes")
@@ -401,28 +462,6 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
         source=keep_source if keep_source is not None else source)
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML keeps the last one silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                duplicate = key in seen
-            except TypeError:  # unhashable key; SafeLoader reports it itself
-                continue
-            if duplicate:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-# YAML 1.1 wants a dot in floats, so `bandwidth_gbps: 1e3` would load as a string; accept it as a number.
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float",
-                              re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
-
-
 def config_from_dict(data: dict, source: str = "<dict>") -> HardwareConfig:
     return _build(data, source)
 
@@ -448,22 +487,3 @@ def load_config(path_or_name: str | os.PathLike | None = None) -> HardwareConfig
     else:
         path = Path(path_or_name)
     return _build(read_yaml(path, "config file"), str(path))
-
-
-def read_yaml(path: Path, what: str):
-    """The YAML document at `path`, with duplicate keys refused; every failure a ConfigError
-    that names the file (and the line, for syntax errors)."""
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: {what} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{source}: cannot read {what} ({exc.__class__.__name__}: {exc})") from None
-    try:
-        return yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{source}: {where}invalid YAML: {' '.join(str(problem).split())}") from None
