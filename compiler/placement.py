@@ -138,16 +138,20 @@ class Placement:
                 self.loc[name] = Location(self.weights_id, weights_cursor)
                 weights_cursor = align(weights_cursor + max(t.nbytes, 1))
         self.weights_bytes = weights_cursor
+        weights_mem, fm_mem = self.memories[self.weights_id - 1], self.memories[self.fm_id - 1]
+        if weights_cursor > memory_sizes[weights_mem]:
+            raise DoesNotFitError(f"the constants ({weights_cursor:,} B) do not fit in {weights_mem} "
+                                  f"({memory_sizes[weights_mem]:,} B); raise memories.{weights_mem}.size")
         # Feature maps share the memory with the weights when the config says so.
         fm_base = weights_cursor if self.fm_id == self.weights_id else 0
-        fm = IntervalAllocator(memory_sizes[self.memories[self.fm_id - 1]] - fm_base, fm_base)
+        fm = IntervalAllocator(memory_sizes[fm_mem] - fm_base, fm_base)
         # Variables keep their state from run to run: storage of their own, never reused.
         self.variables = [n for n, t in g.tensors.items() if t.variable]
         for name in self.variables:
             addr = fm.place(g.tensors[name].nbytes, -1, end)
             if addr is None:
-                raise DoesNotFitError(f"variable '{name}' does not fit in "
-                                      f"{self.memories[self.fm_id - 1]} ({fm.capacity} B)")
+                raise DoesNotFitError(f"variable '{name}' does not fit in {fm_mem} ({fm.capacity:,} B "
+                                      f"free); raise memories.{fm_mem}.size")
             self.loc[name] = Location(self.fm_id, addr)
         # Largest first (as in TFLite's arena planner): first-fit over lifetimes then leaves
         # fewer gaps too small for the tensors that come later.
@@ -168,8 +172,8 @@ class Placement:
             addr = fm.place(t.nbytes, first, last)
             if addr is None:
                 raise DoesNotFitError(
-                    f"tensor '{name}' ({t.nbytes} B) does not fit in {self.memories[self.fm_id - 1]}"
-                    f" ({fm.capacity} B) next to the other live feature maps")
+                    f"tensor '{name}' ({t.nbytes:,} B) does not fit in {fm_mem} ({fm.capacity:,} B "
+                    f"free) next to the other live feature maps; raise memories.{fm_mem}.size")
             self.loc[name] = Location(self.fm_id, addr)
         self.fm_bytes = fm.high_water
 
