@@ -58,6 +58,13 @@ class ProgramError(NpuSimError):
     kind = "program error"
 
 
+class HazardError(ProgramError):
+    """Two commands on different engines touch the same bytes, one of them writing, while both
+    are in flight: the program lacks a dependency (the hazard checker found it)."""
+
+    kind = "hazard"
+
+
 class InputError(NpuSimError):
     """A user-supplied input tensor does not match the graph."""
 

@@ -116,10 +116,12 @@ def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
 
 def simulate(program: Program, config: HardwareConfig, inputs: dict | None = None,
              timing_only: bool = False, seed: int = 0,
-             state: dict[str, np.ndarray] | None = None) -> RunResult:
+             state: dict[str, np.ndarray] | None = None,
+             check_hazards: bool | None = None) -> RunResult:
     """Run a program once. `state` carries variables over from an earlier run's result.state
-    (a Machine run repeatedly keeps them by itself)."""
-    machine = Machine(program, config)
+    (a Machine run repeatedly keeps them by itself). `check_hazards` verifies the program's
+    dependencies as it runs (npu_sim/hazards.py; None: the NPU_SIM_CHECK_HAZARDS variable)."""
+    machine = Machine(program, config, check_hazards=check_hazards)
     machine.state = dict(state or {})
     values = None
     if not timing_only:

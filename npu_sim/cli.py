@@ -105,7 +105,7 @@ def cmd_run(args) -> int:
         raise InputError("--trace-coarse: give the trace file with --trace FILE.json")
     state = _load_state(args.state) if args.state else None
     result = api.simulate(program, cfg, inputs, timing_only=args.timing_only, seed=args.seed,
-                          state=state)
+                          state=state, check_hazards=args.check_hazards or None)
     report = result.report
     if args.report:
         Path(args.report).write_text(report.to_json())
@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--trace-coarse", action="store_true", help="with --trace: one slice per "
                    "layer and engine instead of per command, for huge networks")
     r.add_argument("--timeline", action="store_true", help="print a per-layer Gantt chart")
+    r.add_argument("--check-hazards", action="store_true", help="verify as it runs that the "
+                   "program's dependencies order every two commands touching the same bytes "
+                   "(also NPU_SIM_CHECK_HAZARDS=1)")
     r.set_defaults(func=cmd_run)
     c = sub.add_parser("compile", help="compile a .tosa model into a program (.npub)")
     c.add_argument("model")

@@ -19,6 +19,7 @@ from npu_sim.isa.program import Program
 
 from .cost import Cost, CostModel
 from .execute import execute
+from .hazards import HazardChecker, enabled as hazards_enabled
 from .memory import STORAGE, Memories
 
 
@@ -38,8 +39,10 @@ class SimResult:
 
 
 class Machine:
-    def __init__(self, program: Program, config):
+    def __init__(self, program: Program, config, check_hazards: bool | None = None):
         self.program, self.config = program, config
+        # None leaves it to NPU_SIM_CHECK_HAZARDS, so a test session can turn it on everywhere.
+        self.check_hazards = hazards_enabled(check_hazards)
         self.cost_model = CostModel(config, program.memories)
         self.engines: dict[str, list] = {}
         for cmd in program.commands:
@@ -83,6 +86,7 @@ class Machine:
         start = [0] * n
         end = [0] * n
         env = simpy.Environment()
+        hazards = HazardChecker(self.program) if self.check_hazards else None
         # A command's completion event exists only once something has to wait for it.
         done: list[simpy.Event | None] = [None] * n
         finished = [False] * n
@@ -103,6 +107,8 @@ class Machine:
                         yield done[d]
                 now = env.now
                 start[i] = now
+                if hazards is not None:
+                    hazards.start(cmd, now)
                 host_done = False
                 if mem is not None and getattr(cmd, "unit", "") == "host":
                     # The host runs the operator first: its time depends on the work it did.
@@ -137,6 +143,8 @@ class Machine:
                 if mem is not None and not host_done:
                     execute(cmd, mem)
                 end[i] = env.now
+                if hazards is not None:
+                    hazards.end(cmd, end[i])
                 finished[i] = True
                 if done[i] is not None:
                     done[i].succeed()
