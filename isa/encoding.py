@@ -2,7 +2,8 @@
 
 Layout (little-endian):
   header   b"NPUB", u16 major, u16 minor, u32 section count
-  sections u32 tag, u64 length, payload; tags: META (JSON), CMDS (binary commands), SEGS (image)
+  sections u32 tag, u64 length, u32 CRC-32 of the payload, payload; tags: META (JSON),
+           CMDS (binary commands), SEGS (image), each exactly once
 Commands are encoded field by field with typed values, so a reader needs no Python pickles.
 """
 from __future__ import annotations
@@ -10,14 +11,16 @@ from __future__ import annotations
 import io
 import json
 import struct
+import zlib
 
-from .commands import Compute, DmaCopy, DmaFill, TensorView
+from .commands import ITEMSIZE, Compute, DmaCopy, DmaFill, TensorView
 from .errors import ProgramError
 from .opcodes import check
 from .program import Binding, Layer, Program, Segment
 
 MAGIC = b"NPUB"
-VERSION = (2, 0)          # 2.0: a string table per command section, one record per view
+VERSION = (3, 0)          # 3.0: a CRC-32 per section; 2.0: a string table, one record per view
+_SECTIONS = (b"META", b"CMDS", b"SEGS")
 _DTYPES = ["bool", "int4", "int8", "int16", "int32", "int48", "int64"]
 _UNITS = ["mac", "vector", "host"]
 _KIND_COPY, _KIND_FILL, _KIND_COMPUTE = 1, 2, 3
@@ -226,10 +229,6 @@ def _view_json(v: TensorView) -> dict:
             "dtype": v.dtype}
 
 
-def _view_from(d: dict) -> TensorView:
-    return TensorView(d["mem"], d["addr"], tuple(d["shape"]), tuple(d["strides"]), d["dtype"])
-
-
 def encode(program: Program) -> bytes:
     meta = {
         "memories": program.memories, "memory_sizes": program.memory_sizes,
@@ -249,46 +248,91 @@ def encode(program: Program) -> bytes:
     out = io.BytesIO()
     out.write(MAGIC + struct.pack("<HHI", *VERSION, len(sections)))
     for tag, payload in sections:
-        out.write(tag + struct.pack("<Q", len(payload)))
+        out.write(tag + struct.pack("<QI", len(payload), zlib.crc32(payload)))
         out.write(payload)
     return out.getvalue()
 
 
+def _sections(data: memoryview) -> dict[bytes, memoryview]:
+    major, minor, count = struct.unpack_from("<HHI", data, 4)
+    if major != VERSION[0]:
+        raise ProgramError(f"program format {major}.{minor}; this npu-sim reads format "
+                           f"{VERSION[0]}.{VERSION[1]} (any {VERSION[0]}.x): recompile the model "
+                           "with npu-sim compile")
+    pos, sections = 12, {}
+    for _ in range(min(count, len(_SECTIONS) + 1)):
+        tag = bytes(data[pos:pos + 4])
+        length, crc = struct.unpack_from("<QI", data, pos + 4)
+        name = tag.decode("ascii", "replace")
+        payload = data[pos + 16:pos + 16 + length]
+        if len(payload) != length:
+            raise ProgramError(f"truncated program: section {name} holds {len(payload)} of "
+                               f"{length} bytes")
+        if zlib.crc32(payload) != crc:
+            raise ProgramError(f"section {name} fails its checksum (CRC-32 0x{zlib.crc32(payload):08x}, "
+                               f"stored 0x{crc:08x}): the file is corrupt")
+        if tag not in _SECTIONS or tag in sections:
+            raise ProgramError(f"corrupt program: {'unknown' if tag not in _SECTIONS else 'repeated'} "
+                               f"section {name!r}")
+        sections[tag] = payload
+        pos += 16 + length
+    missing = [t.decode() for t in _SECTIONS if t not in sections]
+    if missing or count != len(_SECTIONS):
+        raise ProgramError(f"corrupt program: {count} sections, expected {len(_SECTIONS)} "
+                           f"(META, CMDS, SEGS)")
+    if pos != len(data):
+        raise ProgramError(f"corrupt program: {len(data) - pos} bytes after the last section")
+    return sections
+
+
+def _view_from(d) -> TensorView:
+    shape, strides = tuple(d["shape"]), tuple(d["strides"])
+    if not all(type(x) is int for x in (d["mem"], d["addr"], *shape, *strides)) \
+            or d["dtype"] not in ITEMSIZE or len(shape) != len(strides):
+        raise ProgramError(f"corrupt program: bad tensor view {str(d)[:80]}")
+    return TensorView(d["mem"], d["addr"], shape, strides, d["dtype"])
+
+
+def _binding(b) -> Binding:
+    if not isinstance(b["name"], str):
+        raise ProgramError(f"corrupt program: binding name {str(b['name'])[:40]}")
+    return Binding(b["name"], _view_from(b["view"]))
+
+
+def _program(meta, commands, segments) -> Program:
+    if not isinstance(meta, dict) or not isinstance(meta["meta"], dict):
+        raise ProgramError("corrupt program: metadata is not a JSON object")
+    return Program(
+        memories=list(meta["memories"]), memory_sizes=list(meta["memory_sizes"]),
+        commands=commands, segments=segments,
+        inputs=[_binding(b) for b in meta["inputs"]], outputs=[_binding(b) for b in meta["outputs"]],
+        layers=[Layer(**d) for d in meta["layers"]], meta=meta["meta"],
+        variables=[_binding(b) for b in meta.get("variables", [])])
+
+
 def decode(data: bytes, source: str = "<bytes>") -> Program:
+    """A Program from its encoding; checksums and framing are verified here, the program's
+    structure by npu_sim.isa.verify."""
     data = memoryview(data)      # sections and constant segments are views, not copies
     if data[:4] != MAGIC:
         raise ProgramError(f"{source}: not an npu-sim program (magic {bytes(data[:4])!r})")
     try:
-        major, minor, count = struct.unpack_from("<HHI", data, 4)
-        if major != VERSION[0]:
-            raise ProgramError(f"program format {major}.{minor}, this npu-sim reads "
-                               f"{VERSION[0]}.x; recompile the model")
-        pos, sections = 12, {}
-        for _ in range(count):
-            tag = bytes(data[pos:pos + 4])
-            (length,) = struct.unpack_from("<Q", data, pos + 4)
-            sections[tag] = data[pos + 12:pos + 12 + length]
-            if len(sections[tag]) != length:
-                raise ProgramError("truncated section")
-            pos += 12 + length
+        sections = _sections(data)
         meta = json.loads(bytes(sections[b"META"]))
         commands = _decode_commands(sections[b"CMDS"])
         r = _Reader(sections[b"SEGS"])
         segments = []
         for _ in range(r.unpack("I")[0]):
             mem, addr, n = r.unpack("BQQ")
+            if r.pos + n > len(r.data):
+                raise struct.error("unexpected end of data")
             segments.append(Segment(mem, addr, r.data[r.pos:r.pos + n]))
             r.pos += n
+        return _program(meta, commands, segments)
     except ProgramError as exc:
         raise ProgramError(f"{source}: {exc}") from None
     except struct.error:
         raise ProgramError(f"{source}: truncated program: unexpected end of data") from None
-    except (KeyError, ValueError, IndexError, UnicodeDecodeError) as exc:
-        raise ProgramError(f"{source}: corrupt program ({type(exc).__name__}: {exc})") from None
-    return Program(
-        memories=meta["memories"], memory_sizes=meta["memory_sizes"], commands=commands,
-        segments=segments,
-        inputs=[Binding(b["name"], _view_from(b["view"])) for b in meta["inputs"]],
-        outputs=[Binding(b["name"], _view_from(b["view"])) for b in meta["outputs"]],
-        layers=[Layer(**d) for d in meta["layers"]], meta=meta["meta"],
-        variables=[Binding(b["name"], _view_from(b["view"])) for b in meta.get("variables", [])])
+    except (KeyError, ValueError, IndexError, TypeError, AttributeError, UnicodeDecodeError,
+            RecursionError) as exc:
+        raise ProgramError(f"{source}: corrupt program ({type(exc).__name__}: {str(exc)[:120]})") from None

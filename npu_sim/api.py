@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ import numpy as np
 
 from npu_sim.compiler.ir import Graph
 from npu_sim.isa.encoding import decode, encode
-from npu_sim.isa.errors import ConfigError, ModelError
+from npu_sim.isa.errors import ConfigError, InputError, ModelError, ProgramError
 from npu_sim.isa.program import Program
 
 from . import cache
@@ -23,6 +24,7 @@ from .config import HardwareConfig, config_from_dict, load_config
 from .memory import STORAGE
 from .report import Report, build_report
 from .simulator import Machine, SimResult
+from .verify import verify
 
 __all__ = ["load_config", "compile_model", "simulate", "run", "random_inputs", "default_model",
            "load_program", "save_program", "RunResult"]
@@ -58,7 +60,7 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
     except IsADirectoryError:
         raise ModelError(f"{model}: is a directory, expected a .tosa file") from None
     except OSError as exc:
-        raise ModelError(f"{model}: cannot read ({exc.strerror})") from None
+        raise ModelError(f"{model}: cannot read ({_os_reason(exc)})") from None
     k = cache.key(data, config) if use_cache else None
     program = cache.load(k) if k else None
     if program is None:
@@ -83,16 +85,33 @@ def save_program(program: Program, path: str | os.PathLike):
 
 
 def load_program(path: str | os.PathLike) -> Program:
+    """A program from a .npub file: checksums verified, then its whole structure
+    (npu_sim/verify.py), so a damaged or foreign program fails here, never mid-run."""
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise ModelError(f"{path}: cannot read ({exc.strerror})") from None
-    return decode(data, str(path))
+        raise ModelError(f"{path}: cannot read ({_os_reason(exc)})") from None
+    program = decode(data, str(path))
+    verify(program, _embedded_config(program, str(path)).dma.channels, str(path))
+    return program
+
+
+def _os_reason(exc: OSError) -> str:
+    return "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+
+
+def _embedded_config(program: Program, source: str) -> HardwareConfig:
+    try:
+        return config_from_dict(program.meta["config_dict"], source="<program>")
+    except KeyError:
+        raise ProgramError(f"{source}: the program holds no config (meta.config_dict)") from None
+    except ConfigError as exc:
+        raise ProgramError(f"{source}: the config it holds is invalid ({exc})") from None
 
 
 def config_for_program(program: Program, config: HardwareConfig | None) -> HardwareConfig:
     """The config a program was compiled for; a different one given explicitly is an error."""
-    embedded = config_from_dict(program.meta["config_dict"], source="<program>")
+    embedded = _embedded_config(program, "<program>")
     if config is not None and config.fingerprint() != embedded.fingerprint():
         raise ConfigError(f"the program was compiled for config '{embedded.name}', not "
                           f"'{config.name}'; recompile it with npu-sim compile --config")
@@ -101,6 +120,8 @@ def config_for_program(program: Program, config: HardwareConfig | None) -> Hardw
 
 def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random data for every graph input, over the full range of its dtype."""
+    if not (hasattr(seed, "__index__") and 0 <= seed.__index__() < 1 << 64):
+        raise InputError(f"seed {str(seed)[:40]}: expected an integer in [0, 2**64)")
     rng = np.random.default_rng(seed)
     out = {}
     for b in program.inputs:

@@ -8,47 +8,16 @@ import argparse
 import importlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 
-import numpy as np
+from npu_sim.isa.errors import InputError, NpuSimError
 
-from npu_sim.isa.errors import InputError, ModelError, NpuSimError
+from . import cli_files as files
 
 EXIT_USAGE = 2
 # Further subcommands live in their own modules, each with add_parser(subparsers) that sets
 # `func` to a handler returning the exit status (errors raised as NpuSimError).
 SUBCOMMAND_MODULES: list[str] = ["npu_sim.viewer", "npu_sim.dse.cli", "npu_sim.conformance"]
-
-
-def _parse_inputs(pairs: list[str]) -> dict[str, np.ndarray]:
-    inputs = {}
-    for pair in pairs:
-        name, sep, path = pair.partition("=")
-        if not sep or not name or not path:
-            raise InputError(f"--input '{pair}': expected NAME=FILE.npy")
-        try:
-            inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"--input {name}: cannot read {path} as .npy ({exc})") from None
-    return inputs
-
-
-def _load_state(path: str) -> dict[str, np.ndarray] | None:
-    """Variables saved by an earlier `run --state`; none yet means the initial values."""
-    if not os.path.exists(path):
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            return {k: f[k] for k in f.files}
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--state {path}: cannot read as .npz ({exc})") from None
-
-
-def _save_state(state: dict[str, np.ndarray], path: Path) -> None:
-    tmp = path.with_name(path.name + ".part.npz")
-    np.savez(tmp, **state)
-    os.replace(tmp, path)
 
 
 def _is_program(path: str) -> bool:
@@ -59,26 +28,6 @@ def _is_program(path: str) -> bool:
         return False
 
 
-def _write_outputs(outputs: dict[str, np.ndarray], out_dir: Path) -> list[Path]:
-    """Write every output or none: files appear only after all were written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staged = []
-    try:
-        for name, value in outputs.items():
-            safe = name.replace(os.sep, "_").replace("/", "_")
-            fd, tmp = tempfile.mkstemp(prefix=f".{safe}.", suffix=".npy.part", dir=out_dir)
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, value, allow_pickle=False)
-            staged.append((tmp, out_dir / f"{safe}.npy"))
-    except BaseException:
-        for tmp, _ in staged:
-            os.unlink(tmp)
-        raise
-    for tmp, final in staged:
-        os.replace(tmp, final)
-    return [final for _, final in staged]
-
-
 def _load_program_or_compile(model: str | None, config_arg: str | None):
     from . import api
     if model is not None and _is_program(model):
@@ -87,36 +36,33 @@ def _load_program_or_compile(model: str | None, config_arg: str | None):
         return program, cfg
     cfg = api.load_config(config_arg)
     path = model if model is not None else str(api.default_model())
-    if model is not None and not os.path.exists(model):
-        raise ModelError(f"{model}: no such file")
+    if model is not None:
+        files.check_model_path(model)
     return api.compile_model(path, cfg), cfg
 
 
 def cmd_run(args) -> int:
     from . import api
-    program, cfg = _load_program_or_compile(args.model, args.config)
-    inputs = _parse_inputs(args.input or [])
-    known = {b.name for b in program.inputs}
-    for name in inputs:
-        if name not in known:
-            raise InputError(f"--input {name}: the graph has no input of that name (inputs: "
-                             f"{', '.join(sorted(known))})")
     if args.trace_coarse and not args.trace:
         raise InputError("--trace-coarse: give the trace file with --trace FILE.json")
-    state = _load_state(args.state) if args.state else None
+    program, cfg = _load_program_or_compile(args.model, args.config)
+    inputs = files.load_inputs(args.input or [], program.inputs)
+    state = files.load_state(args.state, program.variables) if args.state else None
+    if not args.timing_only:        # refused before anything is written
+        files.output_paths([b.name for b in program.outputs], Path(args.output_dir))
     result = api.simulate(program, cfg, inputs, timing_only=args.timing_only, seed=args.seed,
                           state=state, check_hazards=args.check_hazards or None)
     report = result.report
     if args.report:
-        Path(args.report).write_text(report.to_json())
+        files.write_text(args.report, report.to_json())
     if args.csv:
-        Path(args.csv).write_text(report.layers_csv())
+        files.write_text(args.csv, report.layers_csv())
     if args.trace:
         from .trace import write_trace
         trace_size = write_trace(args.trace, program, cfg, result.sim, report, args.trace_coarse)
-    written = [] if args.timing_only else _write_outputs(result.outputs, Path(args.output_dir))
+    written = [] if args.timing_only else files.write_outputs(result.outputs, Path(args.output_dir))
     if args.state and not args.timing_only and result.state:
-        _save_state(result.state, Path(args.state))
+        files.save_state(result.state, Path(args.state))
     sys.stdout.write(report.to_text())
     if args.timeline:
         from .timeline import render_timeline
@@ -131,13 +77,15 @@ def cmd_run(args) -> int:
 def cmd_compile(args) -> int:
     from . import api
     cfg = api.load_config(args.config)
-    if not os.path.exists(args.model):
-        raise ModelError(f"{args.model}: no such file")
+    files.check_model_path(args.model)
     program = api.compile_model(args.model, cfg)
     out = Path(args.output)
     tmp = out.with_name(out.name + ".part")
-    api.save_program(program, tmp)
-    os.replace(tmp, out)
+    try:
+        api.save_program(program, tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     print(f"npu-sim: wrote {out} ({len(program.commands)} commands, {len(program.layers)} layers)")
     return 0
 
@@ -149,8 +97,26 @@ def cmd_disasm(args) -> int:
     return 0
 
 
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 1 << 64:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**64), got {text[:40]!r}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line and exit status 2, like every other error."""
+
+    def error(self, message):
+        text = " ".join(message.split())
+        self.exit(EXIT_USAGE, f"npu-sim: usage error: {text} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="npu-sim", description="Simulate a TOSA int8 network on a "
+    p = _Parser(prog="npu-sim", description="Simulate a TOSA int8 network on a "
                                 "modelled NPU: bit-exact outputs, cycles, energy.")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="compile (if needed) and simulate a model")
@@ -165,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--csv", metavar="LAYERS.csv", help="write the per-layer table as CSV")
     r.add_argument("--timing-only", action="store_true", help="simulate timing and energy "
                    "without computing values")
-    r.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    r.add_argument("--seed", type=_seed, default=0, help="seed for random inputs (default 0)")
     r.add_argument("--state", metavar="STATE.npz", help="variables (EXT-VARIABLE) to start from, "
                    "if the file exists, and where to save them after the run")
     r.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace: one "
@@ -200,12 +166,15 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("npu-sim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:         # before OSError, of which it is one
+        return 0
     except OSError as exc:          # an output path that cannot be written, a full disk, ...
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"npu-sim: file error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
-    except BrokenPipeError:
-        return 0
+    except MemoryError:            # a last resort: inputs are checked so that this stays rare
+        print("npu-sim: out of memory", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

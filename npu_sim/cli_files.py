@@ -1,0 +1,162 @@
+"""The command line's files: input .npy checked by header before anything is read, outputs
+written all or nothing, and paths whose failures name their cause (a symlink loop, a directory).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+from npu_sim.isa.errors import InputError, ModelError
+
+from .memory import STORAGE
+
+
+def check_model_path(path: str) -> None:
+    """A model path that exists and is a readable file, or a ModelError saying why not."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ModelError(f"{path}: a symlink loop") from None
+        if os.path.islink(path):
+            raise ModelError(f"{path}: a dangling symlink (to {os.readlink(path)})") from None
+        raise ModelError(f"{path}: no such file" if exc.errno == errno.ENOENT else
+                         f"{path}: cannot read ({exc.strerror})") from None
+
+
+def _header(f, where: str):
+    """(shape, dtype) from an .npy header, without reading the data."""
+    try:
+        version = npy_format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = npy_format.read_array_header_1_0(f)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = npy_format.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"unknown .npy version {version}")
+    except (ValueError, OSError, SyntaxError, TypeError, EOFError) as exc:
+        raise InputError(f"{where}: cannot read as .npy ({' '.join(str(exc).split())[:120]})") from None
+    return shape, dtype
+
+
+def _expect(shape, dtype, want_shape, want_dtype: str, where: str) -> None:
+    storage = np.dtype(STORAGE[want_dtype])
+    what = "shape" if tuple(shape) != tuple(want_shape) else "dtype" if dtype != storage else ""
+    if what:
+        raise InputError(f"{where}: {what} mismatch: holds {dtype}{list(shape)[:8]}, the graph "
+                         f"expects {storage}{list(want_shape)} (TOSA {want_dtype})")
+
+
+def _open(path: str, where: str):
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        cause = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror
+        raise InputError(f"{where}: cannot read {path} ({cause})") from None
+
+
+def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
+    """NAME=FILE.npy pairs -> arrays, each header checked against the graph input first."""
+    known = {b.name: b.view for b in bindings}
+    inputs = {}
+    for pair in pairs:
+        name, sep, path = pair.partition("=")
+        if not sep or not name or not path:
+            raise InputError(f"--input '{pair}': expected NAME=FILE.npy")
+        if name not in known:
+            raise InputError(f"--input {name}: the graph has no input of that name (inputs: "
+                             f"{', '.join(sorted(known))})")
+        where = f"--input {name}"
+        with _open(path, where) as f:
+            shape, dtype = _header(f, f"{where}: {path}")
+            _expect(shape, dtype, known[name].shape, known[name].dtype, f"{where}: {path}")
+            try:
+                f.seek(0)
+                inputs[name] = npy_format.read_array(f, allow_pickle=False)
+            except (ValueError, OSError) as exc:
+                raise InputError(f"{where}: cannot read {path} as .npy ({exc})") from None
+    return inputs
+
+
+def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
+    """Variables saved by an earlier `run --state`; none yet means the initial values. Every
+    member's header is checked against the program's variables before its data is read."""
+    known = {b.name: b.view for b in variables}
+    if not os.path.lexists(path):
+        return None
+    where = f"--state {path}"
+    f = _open(path, where)
+    try:
+        with f, zipfile.ZipFile(f) as z:
+            state = {}
+            for member in z.namelist():
+                name = member[:-4] if member.endswith(".npy") else member
+                if name not in known:
+                    raise InputError(f"{where}: holds '{name}', which is no variable of the program")
+                with z.open(member) as m:
+                    shape, dtype = _header(m, f"{where}: {name}")
+                _expect(shape, dtype, known[name].shape, known[name].dtype, f"{where}: {name}")
+                with z.open(member) as m:
+                    state[name] = npy_format.read_array(m, allow_pickle=False)
+            return state
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+        raise InputError(f"{where}: cannot read as .npz ({' '.join(str(exc).split())[:120]})") from None
+
+
+def save_state(state: dict[str, np.ndarray], path: Path) -> None:
+    tmp = path.with_name(path.name + ".part.npz")
+    try:
+        np.savez(tmp, **state)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write a whole file or none of it."""
+    final = Path(path)
+    tmp = final.with_name(f".{final.name}.part")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def output_paths(names, out_dir: Path) -> list[Path]:
+    """Where each output goes; a destination that cannot be replaced is refused up front."""
+    paths = []
+    for name in names:
+        safe = name.replace(os.sep, "_").replace("/", "_")
+        final = out_dir / f"{safe}.npy"
+        if final.is_dir():
+            raise InputError(f"--output-dir: {final} is a directory; the output '{name}' cannot go there")
+        paths.append(final)
+    return paths
+
+
+def write_outputs(outputs: dict[str, np.ndarray], out_dir: Path) -> list[Path]:
+    """Write every output or none: files appear only after all were written, and no staged
+    .part file survives a failure."""
+    finals = output_paths(outputs, out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staged = []
+    try:
+        for value, final in zip(outputs.values(), finals):
+            fd, tmp = tempfile.mkstemp(prefix=f".{final.stem}.", suffix=".npy.part", dir=out_dir)
+            staged.append(tmp)
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, value, allow_pickle=False)
+        for tmp, final in zip(list(staged), finals):
+            os.replace(tmp, final)
+            staged.remove(tmp)
+    finally:
+        for tmp in staged:
+            os.unlink(tmp)
+    return finals

@@ -1,0 +1,241 @@
+"""Structural validation of a program read from a file, before anything of it runs.
+
+The checksums of the encoding catch damage; this catches a program that is well formed but
+wrong (hand-edited, from another tool, or from a compiler bug): every view inside its memory,
+each opcode's required attributes present and typed, operand shapes and dtypes that agree the
+way the kernels need them, dependencies on earlier commands only (so they are in range and
+acyclic). The first failure is a ProgramError naming the command.
+"""
+from __future__ import annotations
+
+import json
+
+from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
+from npu_sim.isa.commands import ITEMSIZE
+from npu_sim.isa.errors import ProgramError
+from npu_sim.isa.opcodes import check
+from npu_sim.isa.program import Program
+
+from .datapath.elementwise import ELEMENTWISE_OPS
+
+MAX_RANK = 8
+MAX_INT = 1 << 31          # bound of every integer attribute: zero points, pads, sizes, origins
+MAX_ELEMENTS = 1 << 40
+INTS, INT, BOOL, STR = "ints", "int", "bool", "str"
+_ATTR_TYPES = {
+    "pad": INTS, "stride": INTS, "dilation": INTS, "kernel": INTS, "clamp": INTS,
+    "in_origin": INTS, "out_origin": INTS, "out_size": INTS, "in_size": INTS, "scale": INTS,
+    "offset": INTS, "border": INTS,
+    "input_zp": INT, "weight_zp": INT, "a_zp": INT, "b_zp": INT, "output_zp": INT,
+    "out_pad_top": INT, "out_pad_left": INT, "axis": INT,
+    "scale32": BOOL, "per_channel": BOOL,
+    "acc_dtype": STR, "rounding_mode": STR, "fn": STR, "mode": STR, "program": STR, "tosa_op": STR,
+}
+_CHOICES = {"acc_dtype": ("int32", "int48"), "rounding_mode": ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"),
+            "fn": ("REDUCE_SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ALL", "REDUCE_ANY"),
+            "mode": ("NEAREST", "BILINEAR")}
+_CONV = ("pad", "stride", "dilation", "input_zp", "weight_zp", "acc_dtype")
+# What the kernels index without a default (npu_sim/execute.py), with tuple lengths.
+_REQUIRED = {
+    "conv2d": _CONV, "depthwise_conv2d": _CONV, "conv3d": _CONV,
+    "transpose_conv2d": ("stride", "out_pad_top", "out_pad_left", "in_origin", "out_origin", "out_size",
+                         "input_zp", "weight_zp", "acc_dtype"),
+    "matmul": ("a_zp", "b_zp", "acc_dtype"),
+    "elementwise": ("program",),
+    "avg_pool2d": ("kernel", "stride", "pad", "input_zp", "output_zp"),
+    "max_pool2d": ("kernel", "stride", "pad"),
+    "reduce": ("fn", "axis"), "argmax": ("axis",),
+    "resize": ("mode", "scale", "offset", "border", "in_origin", "out_origin", "out_size", "in_size"),
+    "host": ("tosa_op",),
+}
+_LENGTHS = {"clamp": 2, "in_origin": 2, "out_origin": 2, "out_size": 2, "in_size": 2, "scale": 4,
+            "offset": 2, "border": 2, "kernel": 2}
+_MICRO_KEYS = {"RESCALE": ("input_zp", "output_zp", "scale32", "rounding_mode", "per_channel", "input_unsigned",
+                            "output_unsigned"), "CLAMP": ("lo", "hi")}
+_SPATIAL = {"conv2d": 2, "depthwise_conv2d": 2, "conv3d": 3, "avg_pool2d": 2, "max_pool2d": 2}
+
+
+def verify(program: Program, dma_channels: int, source: str = "<program>") -> None:
+    try:
+        _verify(program, dma_channels)
+    except ProgramError as exc:
+        raise ProgramError(f"{source}: {exc}") from None
+
+
+def _verify(p: Program, dma_channels: int) -> None:
+    if not all(isinstance(m, str) for m in p.memories):
+        raise ProgramError("memory names must be strings")
+    sizes = p.memory_sizes
+    if len(sizes) != len(p.memories) + 1 or not all(type(s) is int and 0 <= s <= 1 << 42 for s in sizes):
+        raise ProgramError(f"memory_sizes {str(sizes)[:80]}: expected {len(p.memories) + 1} sizes in bytes")
+    for i, layer in enumerate(p.layers):
+        if not (isinstance(layer.name, str) and isinstance(layer.ops, list) and isinstance(layer.unit, str)
+                and type(layer.macs) is int and type(layer.tiles) is int and isinstance(layer.min_bytes, dict)
+                and all(type(v) is int for v in layer.min_bytes.values())
+                and isinstance(layer.array_problems, list)):
+            raise ProgramError(f"layer {i}: fields of the wrong type")
+    for kind, bindings in (("input", p.inputs), ("output", p.outputs), ("variable", p.variables)):
+        for b in bindings:
+            _view(b.view, sizes, f"{kind} '{b.name}'")
+    for seg in p.segments:
+        if not (type(seg.mem) is int and 0 <= seg.mem < len(sizes) and seg.addr + len(seg.data) <= max(sizes[seg.mem], 16)):
+            raise ProgramError(f"constant segment at memory {seg.mem}:0x{seg.addr:x} ({len(seg.data)} B) "
+                               "falls outside its memory")
+    n_layers = len(p.layers)
+    for index, cmd in enumerate(p.commands):
+        where = f"command {index}"
+        if cmd.id != index:
+            raise ProgramError(f"{where}: has id {cmd.id}; commands are numbered in order")
+        if any(not 0 <= d < index for d in cmd.deps):
+            raise ProgramError(f"{where}: depends on {list(cmd.deps)[:8]}; a command may wait only "
+                               "for earlier commands (in range, no cycles)")
+        if not -1 <= cmd.layer < n_layers:
+            raise ProgramError(f"{where}: layer {cmd.layer} of {n_layers}")
+        if isinstance(cmd, (DmaCopy, DmaFill)):
+            if not 0 <= cmd.channel < dma_channels:
+                raise ProgramError(f"{where}: DMA channel {cmd.channel}, the config has {dma_channels}")
+            dst = _view(cmd.dst, sizes, f"{where} dst")
+            if isinstance(cmd, DmaCopy):
+                src = _view(cmd.src, sizes, f"{where} src")
+                if src.shape != dst.shape or src.dtype != dst.dtype:
+                    raise ProgramError(f"{where}: copies {src.dtype}{list(src.shape)} to "
+                                       f"{dst.dtype}{list(dst.shape)}")
+        elif isinstance(cmd, Compute):
+            _compute(cmd, sizes, where)
+        else:
+            raise ProgramError(f"{where}: not a command")
+
+
+def _view(v: TensorView, sizes: list[int], where: str) -> TensorView:
+    if not 0 <= v.mem < len(sizes):
+        raise ProgramError(f"{where}: memory {v.mem} does not exist")
+    if len(v.shape) > MAX_RANK or any(d < 0 for d in v.shape) or v.count > MAX_ELEMENTS:
+        raise ProgramError(f"{where}: shape {list(v.shape)[:10]}")
+    lo, hi = v.footprint()
+    if v.count and (lo < 0 or hi > max(sizes[v.mem], 16)):
+        raise ProgramError(f"{where}: view {v.dtype}{list(v.shape)} at 0x{v.addr:x} spans bytes "
+                           f"[{lo}, {hi}) of a {sizes[v.mem]} B memory")
+    return v
+
+
+def _attr(cmd: Compute, name: str, where: str):
+    value = cmd.attrs[name]
+    kind = _ATTR_TYPES.get(name)
+    ok = {INTS: lambda x: isinstance(x, tuple) and all(type(i) is int and -MAX_INT < i < MAX_INT for i in x),
+          INT: lambda x: type(x) is int and -MAX_INT < x < MAX_INT,
+          BOOL: lambda x: type(x) is bool, STR: lambda x: isinstance(x, str),
+          None: lambda x: True}[kind](value)
+    if ok and name in _CHOICES:
+        ok = value in _CHOICES[name]
+    length = _LENGTHS.get(name) or (2 * _SPATIAL[cmd.op] if name == "pad" and cmd.op in _SPATIAL else
+                                    _SPATIAL.get(cmd.op, 2) if name in ("stride", "dilation") else None)
+    if ok and length is not None and kind == INTS:
+        ok = len(value) == length
+    if ok and name in ("stride", "dilation", "kernel"):
+        ok = all(i >= 1 for i in value)
+    if not ok:
+        raise ProgramError(f"{where} {cmd.op}: attribute {name}={str(value)[:40]} is not a valid "
+                           f"{kind or 'value'}{f' of length {length}' if length else ''}")
+    return value
+
+
+def _compute(cmd: Compute, sizes: list[int], where: str) -> None:
+    check(cmd)
+    for name in _REQUIRED.get(cmd.op, ()):
+        if name not in cmd.attrs:
+            raise ProgramError(f"{where} {cmd.op}: attribute {name} missing")
+    a = {name: _attr(cmd, name, where) for name in cmd.attrs}
+    x = {k: _view(v, sizes, f"{where} {k}") for k, v in cmd.inputs.items()}
+    (out_name, out), *_ = [(k, _view(v, sizes, f"{where} {k}")) for k, v in cmd.outputs.items()] or [(None, None)]
+    shapes = {k: v.shape for k, v in x.items()}
+
+    def need(ok: bool, what: str):
+        if not ok:
+            got = ", ".join(f"{k} {v.dtype}{list(v.shape)}" for k, v in {**x, out_name: out}.items() if v)
+            raise ProgramError(f"{where} {cmd.op}: {what} ({got})")
+
+    op = cmd.op
+    if op in ("conv2d", "depthwise_conv2d", "conv3d"):
+        s = _SPATIAL[op]
+        ifm, w, o = shapes["ifm"], shapes["weights"], out.shape
+        need(len(ifm) == len(w) == len(o) == s + 2, f"operands of rank {s + 2}")
+        kernel = w[:2] if op == "depthwise_conv2d" else w[1:1 + s]
+        channels = w[2] * w[3] if op == "depthwise_conv2d" else w[0]
+        need((w[2] if op == "depthwise_conv2d" else w[-1]) == ifm[-1], "weights and IFM disagree on channels")
+        pads = a["pad"]
+        expect = [(i + pads[2 * j] + pads[2 * j + 1] - (k - 1) * d - 1) // st + 1
+                  for j, (i, k, st, d) in enumerate(zip(ifm[1:1 + s], kernel, a["stride"], a["dilation"]))]
+        need(o == (ifm[0], *expect, channels), f"output shape should be {[ifm[0], *expect, channels]}")
+        _stage(x, o, need)
+    elif op == "transpose_conv2d":
+        need(len(shapes["ifm"]) == len(shapes["weights"]) == len(out.shape) == 4, "operands of rank 4")
+        need(shapes["weights"][3] == shapes["ifm"][3] and out.shape[3] == shapes["weights"][0],
+             "channels of IFM, weights and output disagree")
+        _stage(x, out.shape, need)
+    elif op == "matmul":
+        (n, h, c), (n2, c2, w) = (shapes["a"] + (0, 0, 0))[:3], (shapes["b"] + (0, 0, 0))[:3]
+        need(len(shapes["a"]) == len(shapes["b"]) == 3 and n == n2 and c == c2 and out.shape == (n, h, w),
+             "expected [N,H,C] x [N,C,W] -> [N,H,W]")
+        _stage(x, out.shape, need)
+    elif op in ("avg_pool2d", "max_pool2d"):
+        i = shapes["in0"]
+        need(len(i) == len(out.shape) == 4, "operands of rank 4")
+        t, b, l, r = a["pad"]
+        expect = [max((n + lo + hi - k) // s + 1, 0) for n, lo, hi, k, s in
+                  zip(i[1:3], (t, l), (b, r), a["kernel"], a["stride"])]
+        need(out.shape == (i[0], *expect, i[3]), f"output shape should be {[i[0], *expect, i[3]]}")
+    elif op in ("reduce", "argmax"):
+        i, axis = shapes["in0"], a["axis"]
+        need(0 <= axis < len(i), f"axis {axis} of a rank-{len(i)} input")
+        want = i[:axis] + (1,) + i[axis + 1:] if op == "reduce" else i[:axis] + i[axis + 1:]
+        need(out.shape == want or (op == "argmax" and out.count == _count(want)), f"output shape should be {list(want)}")
+        need(shapes.get("acc_in", out.shape) == out.shape, "acc_in and output disagree")
+    elif op == "resize":
+        need(len(shapes["in0"]) == len(out.shape) == 4 and shapes["in0"][3] == out.shape[3]
+             and shapes["in0"][0] == out.shape[0] and all(s > 0 for s in a["scale"]), "rank-4 operands, scale > 0")
+    elif op == "elementwise":
+        _elementwise(a["program"], x, out, need)
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _stage(x: dict, out_shape: tuple, need) -> None:
+    """Output-stage tables are per output channel; partial sums match the output."""
+    channels = out_shape[-1]
+    for name in ("bias", "multiplier", "shift"):
+        if name in x:
+            need(len(x[name].shape) == 1 and x[name].shape[0] in (1, channels), f"{name} is not per channel")
+    if "acc_in" in x:
+        need(x["acc_in"].shape == out_shape, "acc_in and output disagree")
+
+
+def _broadcasts(shape: tuple, to: tuple) -> bool:
+    if len(shape) > len(to):
+        return all(d == 1 for d in shape[:len(shape) - len(to)]) and _broadcasts(shape[len(shape) - len(to):], to)
+    return all(d in (1, t) for d, t in zip(reversed(shape), reversed(to)))
+
+
+def _elementwise(text: str, x: dict, out: TensorView, need) -> None:
+    try:
+        program = json.loads(text)
+    except (ValueError, RecursionError):
+        program = None
+    need(isinstance(program, list) and program, "program is not a JSON list of micro-ops")
+    for i, u in enumerate(program):
+        ok = (isinstance(u, dict) and u.get("fn") in ELEMENTWISE_OPS + ("RESCALE", "TABLE", "CLAMP")
+              and isinstance(u.get("args"), list) and isinstance(u.get("tables", []), list)
+              and u.get("dtype") in ITEMSIZE)
+        need(ok and all(k in u for k in _MICRO_KEYS.get(u["fn"], ())), f"micro-op {i} is malformed")
+        if u["fn"] == "RESCALE" and not u.get("tables"):
+            need("multiplier" in u and "shift" in u, f"micro-op {i} has no multiplier and shift")
+        need(u["fn"] != "TABLE" or u.get("tables"), f"micro-op {i} has no table")
+        for arg in u["args"]:
+            ref = isinstance(arg, str) and arg[:1] == "%" and arg[1:].isdigit() and int(arg[1:]) < i
+            need(ref or (isinstance(arg, str) and arg in x and _broadcasts(x[arg].shape, out.shape)),
+                 f"micro-op {i} reads {str(arg)[:20]}, which is no operand that broadcasts to the output")
+        need(all(t in x for t in u.get("tables", [])), f"micro-op {i} names a table that is no operand")
