@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from .families import STAGE_COLUMNS, Context, conv_attrs, depthwise_conv2d
+from npu_sim.isa.opcodes import mac_problem
+
 from .ir import Graph, itemsize
+from .lowering.common import STAGE_COLUMNS, Context
+from .lowering.tensor_ops import conv_attrs, depthwise_conv2d
 from .steps import Step, stage_table_name
 from .tiling import Operand, Production
 
@@ -73,7 +76,7 @@ def cascade_space(step: Step, ctx: Context):
 
     def work(s):
         pixels = s["n"] * ((s["oh"] - 1) * sy + kh) * ((s["ow"] - 1) * sx + kw)
-        return dw_work(s) + ctx.mac_work(pixels, s["c"], ic)
+        return dw_work(s) + ctx.mac_work(mac_problem("conv2d", (pixels, s["c"]), (s["c"], 1, 1, ic)))
 
     space = dataclasses.replace(space, inputs=feeds + [produced] + space.inputs[1:], work=work)
     return space, opcode, attrs

@@ -1,8 +1,12 @@
 """The compiler pipeline: load -> validate -> rewrite -> schedule -> allocate -> emit."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from npu_sim.isa.opcodes import mac_problem
+from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
 from .cascade import fuse_pointwise_producers
@@ -50,21 +54,17 @@ def macs_of(graph: Graph, step: Step) -> int:
 
 
 def _main_macs(graph: Graph, step: Step) -> int:
+    """The layer's multiply-accumulates: its array problem's m x n x k, except that a
+    transposed convolution's input pixel meets each weight once (its array problem counts the
+    taps every output could see)."""
     op, t = step.main, graph.tensors
-    out = t[op.outputs[0]].shape
-    if op.op in ("CONV2D", "CONV3D"):
-        w = t[op.inputs[1]].shape
-        return int(np.prod(out, dtype=np.int64) * np.prod(w[1:], dtype=np.int64))
-    if op.op == "DEPTHWISE_CONV2D":
-        kh, kw = t[op.inputs[1]].shape[:2]
-        return int(np.prod(out, dtype=np.int64) * kh * kw)
+    if step.kind != "mac":
+        return 0
     if op.op == "TRANSPOSE_CONV2D":
         return int(np.prod(t[op.inputs[0]].shape, dtype=np.int64)
                    * np.prod(t[op.inputs[1]].shape[:3], dtype=np.int64))
-    if op.op == "MATMUL":
-        n, h, c = t[op.inputs[0]].shape
-        return n * h * c * t[op.inputs[1]].shape[2]
-    return 0
+    _, m, n, k, _ = array_problems(graph, dataclasses.replace(step, producer=None))[0]
+    return m * n * k
 
 
 def array_problems(graph: Graph, step: Step) -> list[list]:
@@ -74,21 +74,10 @@ def array_problems(graph: Graph, step: Step) -> list[list]:
     if step.kind != "mac":
         return []
     op, t = step.main, graph.tensors
-    out = t[op.outputs[0]].shape
-    m, n = int(np.prod(out[:-1], dtype=np.int64)), out[-1]
-    dtype = t[op.inputs[0]].dtype
-    if op.op == "MATMUL":
-        problem = ["gemm", m, n, t[op.inputs[0]].shape[2], dtype]
-    elif op.op == "DEPTHWISE_CONV2D":
-        kh, kw = t[op.inputs[1]].shape[:2]
-        problem = ["depthwise", m, n, kh * kw, dtype]
-    elif op.op == "TRANSPOSE_CONV2D":
-        _, kh, kw, ic = t[op.inputs[1]].shape
-        sy, sx = op.attrs["stride"]
-        problem = ["gemm", m, n, -(-kh // sy) * -(-kw // sx) * ic, dtype]
-    else:
-        problem = ["gemm", m, n, int(np.prod(t[op.inputs[1]].shape[1:])), dtype]
-    return (array_problems(graph, step.producer) if step.producer else []) + [problem]
+    problem = mac_problem(OPERATORS[op.op].opcode, t[op.outputs[0]].shape,
+                          t[op.inputs[1]].shape, tuple(op.attrs.get("stride", (1, 1)))[-2:])
+    return (array_problems(graph, step.producer) if step.producer else []) + [
+        [*problem, t[op.inputs[0]].dtype]]
 
 
 def compile_graph(graph: Graph, config, model_name: str = "") -> Program:

@@ -5,22 +5,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-# TOSA dtype name -> numpy storage dtype. int48 lives in 64-bit containers and int4 in
-# int8 containers, both in host memory and in the modelled memories.
-STORAGE = {
-    "bool": np.dtype(np.bool_),
-    "int4": np.dtype(np.int8),
-    "int8": np.dtype(np.int8),
-    "int16": np.dtype(np.int16),
-    "int32": np.dtype(np.int32),
-    "int48": np.dtype(np.int64),
-    "shape": np.dtype(np.int64),
-}
-
-
-
-def itemsize(dtype: str) -> int:
-    return STORAGE[dtype].itemsize
+from npu_sim.isa.dtypes import itemsize
 
 
 @dataclass

@@ -12,7 +12,8 @@ import re
 
 import numpy as np
 
-from npu_sim.isa.errors import ModelError
+from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.errors import ModelError, UnsupportedError
 
 from .ir import Graph, Operator, Tensor
 
@@ -122,6 +123,20 @@ def decode_data(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarr
     return values.reshape(shape)
 
 
+# Attributes serialized as the little-endian bytes of one value of the operator's input type
+# (CLAMP's bounds): decoded into a plain number, so nothing downstream reads serializations.
+_VALUE_FIELDS = frozenset({"min_val", "max_val"})
+
+
+def _decode_value(raw: tuple, dtype: str):
+    """The value, or None when the bytes hold no value of `dtype` (validation says why)."""
+    storage = STORAGE.get(dtype)
+    data = bytes(b & 0xFF for b in raw)
+    if storage is None or len(data) < storage.itemsize:
+        return None
+    return np.frombuffer(data[:storage.itemsize], storage.newbyteorder("<"))[0].item()
+
+
 def _tensor_dtype(code: int, name: str) -> str:
     dtype = DTYPE_NAMES.get(code, f"code {code}").lower()
     if dtype not in ("bool", "int4", "int8", "int16", "int32", "int48", "shape"):
@@ -160,11 +175,14 @@ def _read_block(block, source: str) -> Graph:
         location = ""
         if hasattr(o, "Location") and o.Location() is not None and o.Location().Text():
             location = o.Location().Text().decode()
-        operators.append(Operator(op_name, inputs, outputs, _read_attributes(o), location, i))
         for name in inputs + outputs:
             if name not in tensors:
                 raise ModelError(f"operator #{i} {op_name} names tensor '{name}', which the block "
                                  "does not declare")
+        attrs = _read_attributes(o)
+        for key in _VALUE_FIELDS.intersection(attrs):
+            attrs[key] = _decode_value(attrs[key], tensors[inputs[0]].dtype if inputs else "")
+        operators.append(Operator(op_name, inputs, outputs, attrs, location, i))
     graph_inputs = [block.Inputs(j).decode() for j in range(block.InputsLength())]
     graph_outputs = [block.Outputs(j).decode() for j in range(block.OutputsLength())]
     for name in graph_inputs + graph_outputs:
@@ -188,6 +206,8 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
             regions[region.Name().decode()] = _read_block(region.Blocks(0), source)
     except ModelError as exc:
         raise ModelError(f"{source}: {exc}") from None
+    except UnsupportedError as exc:   # a well-formed file beyond PRO-INT is not corrupt
+        raise UnsupportedError(f"{source}: {exc}") from None
     except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
         raise ModelError(f"{source}: corrupt TOSA flatbuffer ({type(exc).__name__}: {exc})") from None
     if not regions:
@@ -196,7 +216,6 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
     if main is None:
         raise ModelError(f"{source}: no region named 'main' (found: {', '.join(regions)})")
     if version[0] != 1 or version[1] != 0:
-        from npu_sim.isa.errors import UnsupportedError
         raise UnsupportedError(f"{source}: TOSA version {'.'.join(map(str, version))}; npu-sim "
                                "implements TOSA 1.0")
     main.version = version

@@ -8,7 +8,7 @@ from npu_sim.isa.errors import DoesNotFitError
 
 from .allocate import align
 from .cascade import cascade_space
-from .families import Context, build_space, const_int
+from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
 from .steps import Step
 from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim
@@ -35,7 +35,8 @@ class Lowering:
     def plan(self, step: Step, budget: int):
         """(space, opcode, attrs, plan) of a tiled step given `budget` bytes of workspace; the
         plan is None when not even the smallest tile fits."""
-        space, opcode, attrs = (cascade_space if step.producer else build_space)(step, self.ctx)
+        build = cascade_space if step.producer else TILE_SPACES.lookup(step.main.op, step.main.describe())
+        space, opcode, attrs = build(step, self.ctx)
         stream = row_dim(space) if step.output in self.handoffs else ""
         if stream:
             space = dataclasses.replace(space, stream=stream, levels={**space.levels, stream: 0})
@@ -198,51 +199,14 @@ class Lowering:
         return fetch
 
     def _data_movement(self, step: Step):
-        g, p, op = self.g, self.p, step.main
-        out = g.tensors[step.output]
-        dst = p.view(step.output)
-        ch = self._channel("act")
-        if op.op == "TRANSPOSE":
-            src = p.view(op.inputs[0])
-            perms = op.attrs["perms"]
-            self.em.copy(TensorView(src.mem, src.addr, out.shape,
-                                    tuple(src.strides[i] for i in perms), src.dtype), dst, ch)
-        elif op.op == "SLICE":
-            start = [int(v) for v in g.const(op.inputs[1])]
-            self.em.copy(p.view(op.inputs[0], tuple(zip(start, out.shape))), dst, ch)
-        elif op.op == "CONCAT":
-            axis, offset = op.attrs["axis"], 0
-            for name in op.inputs:
-                shape = g.tensors[name].shape
-                box = tuple((offset if i == axis else 0, n) for i, n in enumerate(shape))
-                self.em.copy(p.view(name), p.view(step.output, box), ch)
-                offset += shape[axis]
-        elif op.op == "PAD":
-            pads = [int(v) for v in g.const(op.inputs[1])]
-            value = const_int(g, op.inputs[2])
-            self.em.fill(dst, value, ch)
-            shape = g.tensors[op.inputs[0]].shape
-            box = tuple((pads[2 * i], n) for i, n in enumerate(shape))
-            self.em.copy(p.view(op.inputs[0]), p.view(step.output, box), ch)
-        elif op.op == "TILE":
-            src = p.view(op.inputs[0])
-            mults = [int(v) for v in g.const(op.inputs[1])]
-            shape, s_str, d_str = [], [], []
-            for m, n, s, d in zip(mults, src.shape, src.strides, dst.strides):
-                shape += [m, n]
-                s_str += [0, s]
-                d_str += [n * d, d]
-            self.em.copy(TensorView(src.mem, src.addr, tuple(shape), tuple(s_str), src.dtype),
-                         TensorView(dst.mem, dst.addr, tuple(shape), tuple(d_str), dst.dtype), ch)
-        elif op.op == "REVERSE":
-            src = p.view(op.inputs[0])
-            axis = op.attrs["axis"]
-            strides = list(src.strides)
-            addr = src.addr + (src.shape[axis] - 1) * strides[axis]
-            strides[axis] = -strides[axis]
-            self.em.copy(TensorView(src.mem, addr, src.shape, tuple(strides), src.dtype), dst, ch)
-        else:   # IDENTITY that must materialise
-            self.em.copy(p.view(op.inputs[0]), dst, ch)
+        DMA_MOVES.lookup(step.main.op, step.main.describe())(self, step)
+
+    def copy(self, src: TensorView, dst: TensorView):
+        """A whole-tensor move of a data-movement step, on the activations' DMA queue."""
+        self.em.copy(src, dst, self._channel("act"))
+
+    def fill(self, dst: TensorView, value: int):
+        self.em.fill(dst, value, self._channel("act"))
 
     def _host(self, step: Step):
         op = step.main

@@ -6,7 +6,7 @@ contiguous tensor), or a host-CPU fallback operation.
 
 Control flow (COND_IF, WHILE_LOOP: EXT-CONTROLFLOW) runs on the host CPU: the operator carries
 its sub-graphs (serialized into its attributes) and the host interprets them with the same exact
-kernels (npu_sim/hostcpu.py).
+kernels (npu_sim/ops/control.py).
 """
 from __future__ import annotations
 
@@ -17,14 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.operators import CONST, DATA, OPERATORS
 
-from .chains import data_inputs, fuse_chains, table_inputs
-from .ir import STORAGE, Graph, Operator, Tensor
-from .operands import DATA_MOVEMENT, ELEMENTWISE, OPERANDS, REDUCTIONS
-
-VECTOR_OPS = ELEMENTWISE | REDUCTIONS | {"AVG_POOL2D", "MAX_POOL2D", "RESIZE", "ARGMAX"}
-# MAC operators with a tiled lowering; the others run on the host CPU.
-TILED_MAC_OPS = {"CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "MATMUL"}
+from .chains import fuse_chains
+from .ir import Graph, Operator, Tensor
 
 
 @dataclass
@@ -57,20 +54,9 @@ class Step:
             return data + [self.main.inputs[1], stage_table_name(self)]
         if self.kind == "host":
             return list(self.main.inputs)
-        if self.chain:
-            inside = {o.outputs[0] for o in self.chain}
-            return [t for o in self.chain for t in data_inputs(o) + table_inputs(o)
-                    if t not in inside]
-        names = OPERANDS.get(self.main.op)
-        if names is None:            # CONCAT: a list of data inputs
-            return list(self.main.inputs)
-        return [t for n, t in zip(names, self.main.inputs) if n not in _NOT_READ.get(
-            self.main.op, ()) and not n.endswith("_zp")]
-
-
-_NOT_READ = {"MUL": ("shift",), "PAD": ("padding", "pad_const"), "RESHAPE": ("shape",),
-             "SLICE": ("start", "size"), "TILE": ("multiples",),
-             "RESIZE": ("scale", "offset", "border")}
+        inside = {o.outputs[0] for o in self.chain}
+        return [t for o in (self.chain or [self.main])
+                for t in OPERATORS[o.op].bound(o.inputs, DATA, CONST) if t not in inside]
 
 
 class HostOutputStep(Step):
@@ -90,15 +76,7 @@ def stage_table_name(step: Step) -> str:
 def _kind(op: Operator) -> str:
     if op.is_variable_access:
         return "dma"                   # a copy between the variable's storage and a tensor
-    if op.op in TILED_MAC_OPS:
-        return "mac"
-    if op.op in VECTOR_OPS:
-        return "vector"
-    if op.op in ("RESHAPE", "IDENTITY"):
-        return "alias"
-    if op.op in DATA_MOVEMENT:
-        return "dma"
-    return "host"
+    return OPERATORS[op.op].engine
 
 
 def _fusable_rescale(graph: Graph, acc: str, users: list[Operator]) -> Operator | None:
@@ -113,7 +91,7 @@ def _fusable_rescale(graph: Graph, acc: str, users: list[Operator]) -> Operator 
 
 
 # MAC operators with a bias operand (input 2) that the output stage adds.
-BIASED_MAC_OPS = {"CONV2D", "CONV3D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D"}
+BIASED_MAC_OPS = frozenset(o.name for o in OPERATORS.values() if "bias" in o.operand_names)
 
 
 def separate_dynamic_bias(graph: Graph) -> int:
@@ -241,7 +219,7 @@ def plan_steps(graph: Graph) -> list[Step]:
     fused: set[int] = set()
     steps = []
     for op in graph.operators:
-        if id(op) in fused or op.op in ("CONST", "CONST_SHAPE", "VARIABLE"):
+        if id(op) in fused or OPERATORS[op.op].engine == "none":
             continue
         step = (HostOutputStep if op.op == HOST_UNPACK else Step)(_kind(op), op)
         if step.kind == "mac":

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from .dtypes import ITEMSIZE
+
 # Memory ids: 0 is the on-chip buffer; external memories follow in Program.memories order.
 ONCHIP = 0
 
@@ -15,7 +17,6 @@ ONCHIP = 0
 # burst still costs a whole burst. Both the compiler's tiling and the machine's timing use it.
 BURST_BYTES = 32
 
-ITEMSIZE = {"bool": 1, "int4": 1, "int8": 1, "int16": 2, "int32": 4, "int48": 8, "int64": 8}
 
 
 class TensorView(NamedTuple):

@@ -14,6 +14,7 @@ import struct
 import zlib
 
 from .commands import ITEMSIZE, Compute, DmaCopy, DmaFill, TensorView
+from .dtypes import BY_CODE, DTYPES
 from .errors import ProgramError
 from .opcodes import check
 from .program import Binding, Layer, Program, Segment
@@ -21,7 +22,6 @@ from .program import Binding, Layer, Program, Segment
 MAGIC = b"NPUB"
 VERSION = (3, 0)          # 3.0: a CRC-32 per section; 2.0: a string table, one record per view
 _SECTIONS = (b"META", b"CMDS", b"SEGS")
-_DTYPES = ["bool", "int4", "int8", "int16", "int32", "int48", "int64"]
 _UNITS = ["mac", "vector", "host"]
 _KIND_COPY, _KIND_FILL, _KIND_COMPUTE = 1, 2, 3
 _T_INT, _T_BOOL, _T_STR, _T_INTS, _T_FLOAT, _T_NONE = range(6)
@@ -46,7 +46,7 @@ class _Writer:
 
     def view(self, v: TensorView):
         rank = len(v.shape)
-        self.pack(f"BQBB{2 * rank}q", v.mem, v.addr, _DTYPES.index(v.dtype), rank, *v.shape,
+        self.pack(f"BQBB{2 * rank}q", v.mem, v.addr, DTYPES[v.dtype].code, rank, *v.shape,
                   *v.strides)
 
     def table(self) -> bytes:
@@ -137,7 +137,7 @@ class _Reader:
         values = s.unpack_from(data, pos)
         self.pos = pos + s.size
         return TensorView(values[0], values[1], values[4:4 + rank], values[4 + rank:],
-                          _DTYPES[values[2]])
+                          BY_CODE[values[2]].name)
 
     def value(self):
         tag = self.byte()

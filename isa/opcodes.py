@@ -78,3 +78,27 @@ def check(cmd) -> None:
     if spec.unit != "host" and (len(cmd.outputs) != 1 or next(iter(cmd.outputs)) not in spec.outputs):
         raise ProgramError(f"command {cmd.id} {cmd.op}: writes {list(cmd.outputs)}, expected one of "
                            f"{list(spec.outputs)}")
+
+
+def mac_problem(opcode: str, out_shape, weight_shape, stride=(1, 1)) -> tuple[str, int, int, int]:
+    """What a MAC opcode asks of the array: (kind, m outputs, n channels, k reduction terms).
+
+    `out_shape` is the output's, `weight_shape` the weights' (a matmul's B [N, C, W]); kind is
+    "depthwise" (k taps per channel, no reduction across channels) or "gemm". The compiler
+    (tile estimates, layer bounds) and the machine (cost) both map commands through this one
+    function."""
+    m = 1
+    for d in out_shape[:-1]:
+        m *= int(d)
+    n = int(out_shape[-1])
+    if opcode == "matmul":
+        return "gemm", m, n, int(weight_shape[1])
+    if opcode == "depthwise_conv2d":
+        return "depthwise", m, n, int(weight_shape[0]) * int(weight_shape[1])
+    if opcode == "transpose_conv2d":
+        _, kh, kw, ic = weight_shape
+        return "gemm", m, n, -(-int(kh) // stride[0]) * -(-int(kw) // stride[1]) * int(ic)
+    k = 1
+    for d in weight_shape[1:]:
+        k *= int(d)
+    return "gemm", m, n, k

@@ -163,7 +163,7 @@ def _generate_input(desc: dict, name: str) -> np.ndarray:
 
 def read_inputs(test_dir: Path, desc: dict, graph) -> dict[str, np.ndarray]:
     """Input arrays by graph input name, in the storage dtype of the graph's tensors."""
-    from npu_sim.compiler.ir import STORAGE
+    from npu_sim.isa.dtypes import STORAGE
     inputs = {}
     for name, file in zip(desc.get("ifm_name", []), desc.get("ifm_file", [])):
         path = test_dir / file

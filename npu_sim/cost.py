@@ -8,6 +8,9 @@ import math
 from dataclasses import dataclass
 
 from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
+from npu_sim.isa.opcodes import mac_problem
+
+from .ops import VECTOR_WORK
 
 PIPELINE_LATENCY = 8          # vector unit fill/drain cycles per command
 # MAC array fill/drain per command. Held constant rather than growing with rows + cols: the
@@ -23,10 +26,6 @@ class Cost:
     macs: int = 0
     elements: int = 0          # vector-unit element operations
     latency: int = 0           # the part of setup that overlaps earlier commands in flight
-
-
-def _prod(xs) -> int:
-    return math.prod(xs) if xs else 1
 
 
 def cmd_dtype(cmd: Compute) -> str:
@@ -90,39 +89,15 @@ class CostModel:
         return math.ceil(moved / (self.cfg.sram.bytes_per_cycle * self.cfg.sram.banks))
 
     def _mac(self, cmd: Compute) -> Cost:
-        arr = self.cfg.mac_array
-        x, a = cmd.inputs, cmd.attrs
-        out = next(iter(cmd.outputs.values())).shape
-        kind = "gemm"
-        if cmd.op == "matmul":
-            n, h, c = x["a"].shape
-            m, cols, k = n * h, x["b"].shape[2], c
-        elif cmd.op == "depthwise_conv2d":
-            kh, kw = x["weights"].shape[:2]
-            kind, m, cols, k = "depthwise", _prod(out[:-1]), out[-1], kh * kw
-        elif cmd.op == "transpose_conv2d":
-            _, kh, kw, ic = x["weights"].shape
-            sy, sx = a["stride"]
-            m, cols, k = _prod(out[:-1]), out[-1], math.ceil(kh / sy) * math.ceil(kw / sx) * ic
-        else:
-            w = x["weights"].shape
-            m, cols, k = _prod(out[:-1]), out[-1], _prod(w[1:])
-        busy = max(array_cycles(arr, kind, m, cols, k, cmd_dtype(cmd)), self._sram_cycles(cmd), 1)
+        x = cmd.inputs
+        weights = x["b"] if cmd.op == "matmul" else x["weights"]
+        kind, m, cols, k = mac_problem(cmd.op, next(iter(cmd.outputs.values())).shape,
+                                       weights.shape, tuple(cmd.attrs.get("stride", (1, 1))))
+        busy = max(array_cycles(self.cfg.mac_array, kind, m, cols, k, cmd_dtype(cmd)), self._sram_cycles(cmd), 1)
         return Cost(MAC_PIPELINE_LATENCY, busy, (0,), macs=m * cols * k)
 
     def _vector(self, cmd: Compute) -> Cost:
-        out = next(iter(cmd.outputs.values()))
-        a = cmd.attrs
-        if cmd.op in ("avg_pool2d", "max_pool2d"):
-            work = out.count * _prod(a["kernel"])
-        elif cmd.op in ("reduce", "argmax"):
-            work = cmd.inputs["in0"].count
-        elif cmd.op == "resize":
-            work = out.count * (4 if a["mode"] == "BILINEAR" else 1)
-        elif cmd.op == "elementwise":
-            work = out.count * a["program"].count('"fn"')      # one pass per micro-op
-        else:
-            work = out.count
+        work = VECTOR_WORK[cmd.op](cmd)
         cycles = math.ceil(work / self.cfg.vector_unit.lanes)
         return Cost(PIPELINE_LATENCY, max(cycles, self._sram_cycles(cmd), 1), (0,), elements=work)
 
@@ -139,12 +114,7 @@ class CostModel:
         moved = sum(v.nbytes for v in cmd.inputs.values()) + sum(
             v.nbytes for v in cmd.outputs.values())
         work = sum(v.count for v in cmd.outputs.values())
-        macs = 0
-        if cmd.attrs.get("tosa_op") == "CONV3D":
-            w = cmd.inputs["in1"].shape
-            macs = cmd.outputs["out0"].count * _prod(w[1:])
-        cpu_cycles = macs / cpu.macs_per_cycle + work / cpu.ops_per_cycle + moved / cpu.bytes_per_cycle
+        cpu_cycles = work / cpu.ops_per_cycle + moved / cpu.bytes_per_cycle
         ports = tuple(sorted({v.mem for v in list(cmd.inputs.values()) + list(cmd.outputs.values())
                               if v.mem}))
-        return Cost(0, max(1, math.ceil(cpu_cycles * self.cpu_ratio)), ports, macs=macs,
-                    elements=work)
+        return Cost(0, max(1, math.ceil(cpu_cycles * self.cpu_ratio)), ports, elements=work)

@@ -6,10 +6,8 @@ import bisect
 import numpy as np
 
 from npu_sim.isa.commands import TensorView
+from npu_sim.isa.dtypes import STORAGE
 from npu_sim.isa.errors import ProgramError
-
-STORAGE = {"bool": np.bool_, "int4": np.int8, "int8": np.int8, "int16": np.int16,
-           "int32": np.int32, "int48": np.int64, "int64": np.int64}
 
 
 class Memories:

@@ -275,7 +275,7 @@ def test_host_interpreter_runs_every_operator(suite):
     graph of every valid sample test: it must match the reference model as the NPU does."""
     from npu_sim.compiler.loader import load_model
     from npu_sim.compiler.steps import graph_to_dict
-    from npu_sim.hostcpu import HostGraph, run_graph
+    from npu_sim.ops.control import HostGraph, run_graph
     problems, ran = [], 0
     for t in suite["tests"]:
         d = suite["descs"][str(t)]

@@ -37,13 +37,11 @@ def select(ctx: OpContext) -> None:
 
 
 def _attr_value(ctx: OpContext, key: str, dtype: str) -> int:
-    """CLAMP bounds are stored as the little-endian bytes of an in_out_t value."""
-    raw = ctx.attr(key)
-    width = {"int8": 1, "int16": 2, "int32": 4}.get(dtype, 1)
-    if raw is None or len(raw) < width:
-        ctx.fail(f"attribute {key} holds {0 if raw is None else len(raw)} byte(s); a {dtype} value "
-                 f"needs {width}", f"{key} is not a value of in_out_t")
-    return int.from_bytes(bytes(int(b) & 0xFF for b in raw[:width]), "little", signed=True)
+    """CLAMP's bounds, which the frontend decoded from in_out_t values (None: it could not)."""
+    value = ctx.attr(key)
+    if value is None:
+        ctx.fail(f"attribute {key} does not hold a {dtype} value", f"{key} is not a value of in_out_t")
+    return value
 
 
 @check("CLAMP")

@@ -1,0 +1,113 @@
+"""What every operator's lowering shares: the registries, the planning context, helpers.
+
+The registries are keyed by TOSA operator (isa/operators.py); each family module registers the
+operators of its family:
+  TILE_SPACES  MAC-array and vector-unit operators: step -> (TileSpace, opcode, attributes)
+  DMA_MOVES    data movement: emits the DMA descriptors of a whole step (an alias, RESHAPE
+               or IDENTITY, is one only when it accesses a variable)
+  MICRO_ATTRS  elementwise operators: the attributes of the operator as one micro-op of a
+               vector-unit chain (compiler/chains.py fuses them)
+  FOLDS        operators evaluated at compile time when all their inputs are constants
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from npu_sim.isa.operators import OPERATORS, names
+from npu_sim.isa.registry import Registry
+
+from ..ir import Graph, itemsize
+from ..tiling import Operand, window
+
+TILE_SPACES = Registry("tile space", names(engine="mac") | names(engine="vector"))
+DMA_MOVES = Registry("DMA lowering", names(engine="dma") | names(engine="alias"))
+MICRO_ATTRS = Registry("vector micro-op", names(opcode="elementwise"))
+FOLDS = Registry("constant folding", OPERATORS)
+
+STAGE_COLUMNS = 3            # bias, multiplier, shift per output channel (int32 each)
+
+
+def const_int(graph: Graph, name: str, default: int = 0) -> int:
+    if not name:
+        return default
+    data = graph.const(name)
+    return default if data is None or data.size == 0 else int(np.asarray(data).reshape(-1)[0])
+
+
+def const_ints(graph: Graph, name: str) -> list[int]:
+    return [int(v) for v in np.asarray(graph.const(name)).reshape(-1)]
+
+
+def operand(op, name: str) -> str:
+    """Tensor bound to operand `name` of `op` ('' when absent)."""
+    names_ = OPERATORS[op.op].operand_names
+    i = names_.index(name) if name in names_ else len(op.inputs)
+    return op.inputs[i] if i < len(op.inputs) else ""
+
+
+class Context:
+    """What the families need from placement: residency and memory cost of each tensor."""
+
+    # Tiling balances transfers against compute on a fixed reference array and vector unit,
+    # not the configured ones: a program's tiles then depend only on the buffer and memories,
+    # so a larger MAC array or vector unit runs the same program and never costs cycles.
+    REF_ROWS = REF_COLS = 32
+    REF_LANES = 64
+
+    def __init__(self, graph, on_chip, cost_per_byte):
+        self.graph, self._on_chip, self._cost = graph, on_chip, cost_per_byte
+
+    def mac_work(self, problem) -> float:
+        """Reference-array cycles of a tile's (kind, m, n, k) problem (isa.opcodes.mac_problem),
+        quantised like an array: a 2-channel tile still occupies every column. GEMMs run
+        weight-stationary; depthwise has no reduction across channels to share, so it runs
+        output-stationary."""
+        kind, m, n, k = problem
+        if kind == "depthwise":
+            return math.ceil(m / self.REF_ROWS) * math.ceil(n / self.REF_COLS) * k
+        return math.ceil(k / self.REF_ROWS) * math.ceil(n / self.REF_COLS) * m
+
+    def vector_work(self, *factors) -> float:
+        return math.prod(factors) / self.REF_LANES
+
+    def operand(self, role, tensor, depends, box, dtype=None):
+        t = self.graph.tensors[tensor]
+        dtype = dtype or t.dtype
+        return Operand(role, tensor, dtype, tuple(depends), box, itemsize(dtype),
+                       self._on_chip(tensor), self._cost(tensor), tuple(t.shape))
+
+
+class Window:
+    """The input rows and columns a tile of a sliding-window op reads, and the padding it sees."""
+
+    def __init__(self, op, h: int, w: int, kh: int, kw: int):
+        sy, sx = op.attrs["stride"]
+        dy, dx = op.attrs.get("dilation", (1, 1))
+        pt, _, pl, _ = op.attrs["pad"]
+        self.rows = lambda t: window(t["oh"][0], t["oh"][1], sy, pt, (kh - 1) * dy + 1, h)
+        self.cols = lambda t: window(t["ow"][0], t["ow"][1], sx, pl, (kw - 1) * dx + 1, w)
+
+    def box(self, t):
+        return self.rows(t)[:2], self.cols(t)[:2]
+
+    def pad(self, t):
+        r, c = self.rows(t), self.cols(t)
+        return (r[2], r[3], c[2], c[3])
+
+
+def acc_dtype(graph: Graph, op) -> str:
+    return "int48" if graph.tensors[op.outputs[0]].dtype == "int48" else "int32"
+
+
+def stage_attrs(graph: Graph, step, acc: str) -> dict:
+    """Output-stage attributes of a MAC step: its fused RESCALE and CLAMP."""
+    attrs = {"acc_dtype": acc}
+    if step.rescale is not None:
+        r = step.rescale
+        attrs.update(scale32=bool(r.attrs["scale32"]), rounding_mode=r.attrs["rounding_mode"],
+                     output_zp=const_int(graph, r.inputs[4]))
+    if step.clamp is not None:
+        attrs["clamp"] = (step.clamp.attrs["min_val"], step.clamp.attrs["max_val"])
+    return attrs

@@ -1,0 +1,160 @@
+"""Lowering of reductions, data layout, scatter/gather and image operators.
+
+Reductions and RESIZE are tiled on the vector unit. TRANSPOSE, SLICE, CONCAT, PAD, TILE and
+REVERSE are strided DMA descriptors over whole tensors; on constants they fold at compile time.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from npu_sim.isa.commands import TensorView
+
+from ..ir import itemsize
+from ..steps import Step
+from ..tiling import TileSpace
+from .common import DMA_MOVES, FOLDS, TILE_SPACES, Context, const_int, const_ints
+
+
+def _dims(shape):
+    return {f"d{i}": s for i, s in enumerate(shape)}
+
+
+@TILE_SPACES.register("REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_SUM")
+def reduction(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    shape = g.tensors[op.inputs[0]].shape
+    axis = op.attrs["axis"]
+    dims = _dims(shape)
+    names = list(dims)
+    red = names[axis]
+    levels = {d: (i if d != red else len(names)) for i, d in enumerate(names)}
+    space = TileSpace(
+        dims=dims, levels=levels, orders=[tuple(d for d in names if d != red) + (red,)],
+        inputs=[ctx.operand("in0", op.inputs[0], tuple(names), lambda t: tuple(t[d] for d in names))],
+        output=ctx.operand("out", step.output, tuple(d for d in names if d != red),
+                           lambda t: tuple((0, 1) if d == red else t[d] for d in names)),
+        reduction=red, acc_itemsize=itemsize(g.tensors[step.output].dtype),
+        work=lambda s: ctx.vector_work(*s.values()))
+    return space, "reduce", {"fn": op.op, "axis": axis}
+
+
+@TILE_SPACES.register("RESIZE")
+def resize(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    n, ih, iw, c = g.tensors[op.inputs[0]].shape
+    _, oh, ow, _ = g.tensors[step.output].shape
+    yn, yd, xn, xd = const_ints(g, op.inputs[1])
+    offy, offx = const_ints(g, op.inputs[2])
+    border = tuple(const_ints(g, op.inputs[3]))
+
+    def span(start, count, num, den, off, full):
+        lo = (start * den + off) // num
+        hi = ((start + count - 1) * den + off) // num + 1
+        lo, hi = min(max(lo, 0), full - 1), min(max(hi, 0), full - 1)
+        return (lo, hi - lo + 1)
+
+    def in_box(t):
+        return (t["n"], span(*t["oh"], yn, yd, offy, ih), span(*t["ow"], xn, xd, offx, iw), t["c"])
+
+    space = TileSpace(
+        dims={"n": n, "oh": oh, "ow": ow, "c": c},
+        levels={"oh": 0, "c": 0, "n": 1, "ow": 1},
+        orders=[("n", "c", "oh", "ow"), ("n", "oh", "ow", "c")],
+        inputs=[ctx.operand("in0", op.inputs[0], ("n", "oh", "ow", "c"), in_box)],
+        output=ctx.operand("out", step.output, ("n", "oh", "ow", "c"),
+                           lambda t: (t["n"], t["oh"], t["ow"], t["c"])),
+        attrs=lambda t: {"in_origin": (in_box(t)[1][0], in_box(t)[2][0]),
+                         "out_origin": (t["oh"][0], t["ow"][0]),
+                         "out_size": (t["oh"][1], t["ow"][1])},
+        work=lambda s: ctx.vector_work(4, *s.values()))
+    attrs = {"mode": op.attrs["mode"], "scale": (yn, yd, xn, xd), "offset": (offy, offx),
+             "border": border, "in_size": (ih, iw)}
+    return space, "resize", attrs
+
+
+# ---- data movement: DMA descriptors (`low` is the compiler.lower.Lowering emitting them) ------
+
+@DMA_MOVES.register("TRANSPOSE")
+def transpose(low, step: Step):
+    op, src = step.main, low.p.view(step.main.inputs[0])
+    perms = op.attrs["perms"]
+    low.copy(TensorView(src.mem, src.addr, low.g.tensors[step.output].shape,
+                        tuple(src.strides[i] for i in perms), src.dtype), low.p.view(step.output))
+
+
+@DMA_MOVES.register("SLICE")
+def slice_(low, step: Step):
+    op = step.main
+    start = const_ints(low.g, op.inputs[1])
+    box = tuple(zip(start, low.g.tensors[step.output].shape))
+    low.copy(low.p.view(op.inputs[0], box), low.p.view(step.output))
+
+
+@DMA_MOVES.register("CONCAT")
+def concat(low, step: Step):
+    axis, offset = step.main.attrs["axis"], 0
+    for name in step.main.inputs:
+        shape = low.g.tensors[name].shape
+        box = tuple((offset if i == axis else 0, n) for i, n in enumerate(shape))
+        low.copy(low.p.view(name), low.p.view(step.output, box))
+        offset += shape[axis]
+
+
+@DMA_MOVES.register("PAD")
+def pad(low, step: Step):
+    g, op = low.g, step.main
+    pads = const_ints(g, op.inputs[1])
+    low.fill(low.p.view(step.output), const_int(g, op.inputs[2]))
+    box = tuple((pads[2 * i], n) for i, n in enumerate(g.tensors[op.inputs[0]].shape))
+    low.copy(low.p.view(op.inputs[0]), low.p.view(step.output, box))
+
+
+@DMA_MOVES.register("TILE")
+def tile(low, step: Step):
+    src, dst = low.p.view(step.main.inputs[0]), low.p.view(step.output)
+    shape, s_str, d_str = [], [], []
+    for m, n, s, d in zip(const_ints(low.g, step.main.inputs[1]), src.shape, src.strides,
+                          dst.strides):
+        shape += [m, n]
+        s_str += [0, s]
+        d_str += [n * d, d]
+    low.copy(TensorView(src.mem, src.addr, tuple(shape), tuple(s_str), src.dtype),
+             TensorView(dst.mem, dst.addr, tuple(shape), tuple(d_str), dst.dtype))
+
+
+@DMA_MOVES.register("REVERSE")
+def reverse(low, step: Step):
+    src = low.p.view(step.main.inputs[0])
+    axis = step.main.attrs["axis"]
+    strides = list(src.strides)
+    addr = src.addr + (src.shape[axis] - 1) * strides[axis]
+    strides[axis] = -strides[axis]
+    low.copy(TensorView(src.mem, addr, src.shape, tuple(strides), src.dtype),
+             low.p.view(step.output))
+
+
+# ---- constant folding ----------------------------------------------------------------------
+
+def _const(graph, op, i=0):
+    return graph.const(op.inputs[i])
+
+
+FOLDS.register("TRANSPOSE")(lambda g, op: np.transpose(_const(g, op), op.attrs["perms"]))
+FOLDS.register("RESHAPE")(lambda g, op: _const(g, op).reshape(g.tensors[op.outputs[0]].shape))
+FOLDS.register("CONCAT")(lambda g, op: np.concatenate([g.const(n) for n in op.inputs],
+                                                      axis=op.attrs["axis"]))
+FOLDS.register("TILE")(lambda g, op: np.tile(_const(g, op), const_ints(g, op.inputs[1])))
+FOLDS.register("REVERSE")(lambda g, op: np.flip(_const(g, op), axis=op.attrs["axis"]))
+
+
+@FOLDS.register("SLICE")
+def _fold_slice(g, op):
+    start, size = const_ints(g, op.inputs[1]), const_ints(g, op.inputs[2])
+    return _const(g, op)[tuple(slice(s, s + n) for s, n in zip(start, size))]
+
+
+@FOLDS.register("PAD")
+def _fold_pad(g, op):
+    x, pads = _const(g, op), const_ints(g, op.inputs[1])
+    value = np.asarray(_const(g, op, 2)).reshape(-1)[0]
+    return np.pad(x, [(pads[2 * i], pads[2 * i + 1]) for i in range(x.ndim)], constant_values=value)

@@ -1,0 +1,69 @@
+"""The one dtype table: every element type a graph, a program or the machine stores.
+
+Each row gives a TOSA dtype's numpy storage type (int48 lives in 64-bit containers and int4 in
+8-bit ones, in host memory and in the modelled memories alike), its size in memory, its code in
+the binary program encoding (never renumbered: codes are part of the .npub format) and its
+value set: the integer range, or the floating-point format. The float rows exist before any
+operator uses them, so adding a float type to an operator never means adding a storage type.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str                  # TOSA name, lower case ("int8", "bf16"); "shape" is shape_t
+    code: int                  # .npub encoding code
+    storage: np.dtype          # numpy type of one element in memory
+    kind: str                  # "bool" | "int" | "float" | "shape"
+    bits: int                  # the TOSA width (int4: 4, int48: 48), not the storage width
+    exponent_bits: int = 0     # floats: the format (fp8e4m3: 4 and 3)
+    mantissa_bits: int = 0
+
+    @property
+    def itemsize(self) -> int:
+        return self.storage.itemsize
+
+    @property
+    def min(self) -> int:
+        """Smallest integer value (integers and shape_t)."""
+        return -(1 << (self.bits - 1)) if self.kind in ("int", "shape") else 0
+
+    @property
+    def max(self) -> int:
+        return (1 << (self.bits - 1)) - 1 if self.kind in ("int", "shape") else 1
+
+
+def _row(name, code, storage, kind, bits, exponent=0, mantissa=0) -> DType:
+    return DType(name, code, np.dtype(storage), kind, bits, exponent, mantissa)
+
+
+DTYPES: dict[str, DType] = {d.name: d for d in (
+    _row("bool", 0, np.bool_, "bool", 1),
+    _row("int4", 1, np.int8, "int", 4),
+    _row("int8", 2, np.int8, "int", 8),
+    _row("int16", 3, np.int16, "int", 16),
+    _row("int32", 4, np.int32, "int", 32),
+    _row("int48", 5, np.int64, "int", 48),
+    _row("int64", 6, np.int64, "int", 64),      # wide partial sums of a split reduction
+    _row("shape", 7, np.int64, "shape", 64),
+    _row("fp32", 8, np.float32, "float", 32, 8, 23),
+    _row("fp16", 9, np.float16, "float", 16, 5, 10),
+    _row("bf16", 10, ml_dtypes.bfloat16, "float", 16, 8, 7),
+    _row("fp8e4m3", 11, ml_dtypes.float8_e4m3fn, "float", 8, 4, 3),   # TOSA: no infinities
+    _row("fp8e5m2", 12, ml_dtypes.float8_e5m2, "float", 8, 5, 2),
+)}
+
+BY_CODE: dict[int, DType] = {d.code: d for d in DTYPES.values()}
+
+# name -> numpy storage dtype, for the many places that only need that.
+STORAGE: dict[str, np.dtype] = {name: d.storage for name, d in DTYPES.items()}
+ITEMSIZE: dict[str, int] = {name: d.itemsize for name, d in DTYPES.items()}
+
+
+def itemsize(name: str) -> int:
+    return ITEMSIZE[name]

@@ -1,0 +1,131 @@
+"""The operator table: one row per TOSA operator, the contract both rooms read.
+
+A row gives the operator's operands in flatbuffer order with the role each plays on the NPU,
+the engine its steps run on, the ISA opcode its tiles run as (isa/opcodes.py), and its family.
+The family names the module that holds the operator's code in each room, so everything about
+one operator is found from its row:
+
+    compiler/validation/<family>.py   its ERROR_IF, REQUIRE and level rules     CHECKS
+    compiler/lowering/<family>.py     its tile space, DMA descriptors or        TILE_SPACES,
+                                      chain micro-op attributes                 DMA_MOVES, MICRO_ATTRS
+    npu_sim/ops/<family>.py           its kernels per opcode, their cost, its   MAC_KERNELS,
+                                      chain micro-op and its host evaluation    VECTOR_KERNELS,
+                                                                                VECTOR_WORK,
+                                                                                MICRO_OPS, HOST_OPS
+    compiler/validation/spec.py       its argument table and type-support rows (the dtypes)
+
+`npu-sim op NAME` prints a row with the file and line of each of those entries.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Operand roles: how the NPU treats each input.
+DATA = "data"        # a tensor an engine streams (feature maps, a MATMUL's B)
+CONST = "const"      # a constant table the engine reads from memory (weights, bias, rescale
+                     # multiplier and shift, lookup table)
+ATTR = "attr"        # a compile-time constant the compiler folds into command attributes
+                     # (zero points, shifts, paddings, shapes)
+
+# Engines a step of the operator runs on.
+ENGINES = ("mac", "vector", "dma", "alias", "host", "none")   # none: declares data, no step
+
+
+@dataclass(frozen=True)
+class OperatorDef:
+    name: str
+    family: str
+    engine: str
+    operands: tuple[tuple[str, str], ...] = ()   # (name, role), flatbuffer order
+    opcode: str = ""                             # ISA opcode of its tiles (mac, vector, host)
+    variadic: bool = False                       # a list of data inputs (CONCAT, control flow)
+    internal: bool = False                       # made by the compiler, never by a frontend
+
+    @property
+    def operand_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.operands)
+
+    def role_of(self, index: int) -> str:
+        if self.variadic:
+            return DATA
+        return self.operands[index][1] if index < len(self.operands) else ATTR
+
+    def bound(self, inputs, *roles: str) -> list:
+        """The entries of an operator's `inputs` whose operands play one of `roles`."""
+        return [t for i, t in enumerate(inputs) if self.role_of(i) in roles]
+
+
+def _op(name, family, engine, operands=(), opcode="", **flags) -> OperatorDef:
+    roles = tuple((n, r) for n, r in (o.split(":") if ":" in o else (o, DATA) for o in operands))
+    return OperatorDef(name, family, engine, roles, opcode, **flags)
+
+
+_CONV = ("input", "weight:const", "bias:const", "input_zp:attr", "weight_zp:attr")
+_BINARY = ("input1", "input2")
+
+_ROWS = [
+    # tensor operators
+    _op("ARGMAX", "tensor_ops", "vector", ("input",), "argmax"),
+    _op("AVG_POOL2D", "tensor_ops", "vector", ("input", "input_zp:attr", "output_zp:attr"),
+        "avg_pool2d"),
+    _op("CONV2D", "tensor_ops", "mac", _CONV, "conv2d"),
+    _op("CONV3D", "tensor_ops", "mac", _CONV, "conv3d"),
+    _op("DEPTHWISE_CONV2D", "tensor_ops", "mac", _CONV, "depthwise_conv2d"),
+    _op("TRANSPOSE_CONV2D", "tensor_ops", "mac", _CONV, "transpose_conv2d"),
+    _op("MATMUL", "tensor_ops", "mac", ("A", "B", "A_zp:attr", "B_zp:attr"), "matmul"),
+    _op("MAX_POOL2D", "tensor_ops", "vector", ("input",), "max_pool2d"),
+    # elementwise: activation, binary, unary, ternary and comparison operators
+    _op("CLAMP", "elementwise", "vector", ("input",), "elementwise"),
+    *(_op(name, "elementwise", "vector", _BINARY, "elementwise") for name in (
+        "ADD", "SUB", "ARITHMETIC_RIGHT_SHIFT", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR",
+        "INTDIV", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_LEFT_SHIFT",
+        "LOGICAL_RIGHT_SHIFT", "MAXIMUM", "MINIMUM", "EQUAL", "GREATER", "GREATER_EQUAL")),
+    _op("MUL", "elementwise", "vector", _BINARY + ("shift:attr",), "elementwise"),
+    _op("TABLE", "elementwise", "vector", ("input1", "table:const"), "elementwise"),
+    *(_op(name, "elementwise", "vector", ("input1",), "elementwise")
+      for name in ("ABS", "BITWISE_NOT", "CLZ", "LOGICAL_NOT")),
+    _op("NEGATE", "elementwise", "vector", ("input1", "input1_zp:attr", "output_zp:attr"),
+        "elementwise"),
+    _op("SELECT", "elementwise", "vector", ("input1", "input2", "input3"), "elementwise"),
+    # reductions, data layout, scatter/gather and image operators
+    *(_op(f"REDUCE_{fn}", "data_layout", "vector", ("input",), "reduce")
+      for fn in ("ALL", "ANY", "MAX", "MIN", "SUM")),
+    _op("CONCAT", "data_layout", "dma", variadic=True),
+    _op("PAD", "data_layout", "dma", ("input1", "padding:attr", "pad_const:attr")),
+    _op("RESHAPE", "data_layout", "alias", ("input1", "shape:attr")),
+    _op("REVERSE", "data_layout", "dma", ("input1",)),
+    _op("SLICE", "data_layout", "dma", ("input1", "start:attr", "size:attr")),
+    _op("TILE", "data_layout", "dma", ("input1", "multiples:attr")),
+    _op("TRANSPOSE", "data_layout", "dma", ("input1",)),
+    _op("GATHER", "data_layout", "host", ("values", "indices"), "host"),
+    _op("SCATTER", "data_layout", "host", ("values_in", "indices", "input"), "host"),
+    _op("RESIZE", "data_layout", "vector",
+        ("input", "scale:attr", "offset:attr", "border:attr"), "resize"),
+    # type conversion
+    _op("CAST", "conversion", "vector", ("input",), "elementwise"),
+    _op("RESCALE", "conversion", "vector", ("input", "multiplier:const", "shift:const",
+                                            "input_zp:attr", "output_zp:attr"), "elementwise"),
+    # data nodes, control flow and variables
+    _op("CONST", "control", "none"),
+    _op("CONST_SHAPE", "control", "none"),
+    _op("IDENTITY", "control", "alias", ("input1",)),
+    _op("COND_IF", "control", "host", opcode="host", variadic=True),
+    _op("WHILE_LOOP", "control", "host", opcode="host", variadic=True),
+    _op("VARIABLE", "control", "none"),
+    _op("VARIABLE_READ", "control", "dma", variadic=True),
+    _op("VARIABLE_WRITE", "control", "dma", variadic=True),
+    # one result of a packed multi-result host operator (compiler/steps.py)
+    _op("HOST_UNPACK", "control", "host", ("packed",), "host", internal=True),
+]
+
+OPERATORS: dict[str, OperatorDef] = {row.name: row for row in _ROWS}
+FAMILIES = ("tensor_ops", "elementwise", "data_layout", "conversion", "control")
+
+
+def names(**match) -> frozenset[str]:
+    """Operators whose fields equal `match`, e.g. names(engine="mac")."""
+    return frozenset(o.name for o in _ROWS if all(getattr(o, k) == v for k, v in match.items()))
+
+
+ELEMENTWISE = names(opcode="elementwise")      # fused into vector-unit chains
+MAC_OPERATORS = names(engine="mac")

@@ -1,0 +1,52 @@
+"""The machine's per-operator tables, filled by the family modules beside this one.
+
+Keyed by ISA opcode (isa/opcodes.py), what the engines run per tile command:
+  MAC_KERNELS     MAC opcode -> accumulate(x, attrs): the exact sums of a tile (the output
+                  stage that follows is common to all of them, npu_sim/execute.py)
+  VECTOR_KERNELS  vector opcode -> run(x, attrs, out): writes the tile's result into `out`
+  VECTOR_WORK     vector opcode -> work(cmd): the element operations the vector unit performs
+Keyed by TOSA operator (isa/operators.py):
+  MICRO_OPS       elementwise operator -> run(args, tables, micro, dtype), one micro-op of a
+                  vector-unit chain
+  HOST_OPS        operator -> evaluate(call: HostCall): the whole-tensor result, on the host
+                  CPU (its fallback operators and the bodies of COND_IF / WHILE_LOOP)
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from npu_sim.isa.opcodes import OPCODES
+from npu_sim.isa.operators import ELEMENTWISE, OPERATORS
+from npu_sim.isa.registry import Registry
+
+
+def _opcodes(unit: str) -> list[str]:
+    return [name for name, spec in OPCODES.items() if spec.unit == unit]
+
+
+MAC_KERNELS = Registry("MAC kernel", _opcodes("mac"))
+VECTOR_KERNELS = Registry("vector kernel", _opcodes("vector"))
+VECTOR_WORK = Registry("vector-unit cost", _opcodes("vector"))
+MICRO_OPS = Registry("vector micro-op", ELEMENTWISE)
+HOST_OPS = Registry("host evaluation", OPERATORS)
+
+
+class HostCall(NamedTuple):
+    """One operator evaluated whole on the host."""
+
+    op: str                 # the TOSA operator
+    inputs: list            # numpy arrays in operand order
+    attrs: dict             # the operator's typed attributes
+    out_dtypes: list        # numpy storage dtypes of its results
+    out_shapes: list
+    regions: dict           # sub-graphs by name (control flow), npu_sim.ops.control.HostGraph
+
+    def scalar(self, i: int, default: int = 0) -> int:
+        if i >= len(self.inputs):
+            return default
+        return int(np.asarray(self.inputs[i]).reshape(-1)[0])
+
+    def ints(self, i: int) -> list[int]:
+        return [int(v) for v in np.asarray(self.inputs[i]).reshape(-1)]

@@ -1,0 +1,74 @@
+"""Reductions, data layout, scatter/gather and RESIZE on the machine.
+
+Reductions and RESIZE run on the vector unit; the data-layout operators are DMA descriptors
+(the machine needs no kernel for them), so here they have only their whole-tensor host
+evaluation, for control-flow bodies. GATHER and SCATTER run on the host CPU."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import datapath as dp
+from .common import HOST_OPS, VECTOR_KERNELS, VECTOR_WORK, HostCall
+
+_COMBINE = {"REDUCE_SUM": np.add, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum,
+            "REDUCE_ALL": np.logical_and, "REDUCE_ANY": np.logical_or}
+
+
+@VECTOR_KERNELS.register("reduce")
+def reduce(x: dict, a: dict, out: np.ndarray):
+    part = dp.reduce(a["fn"], x["in0"], a["axis"])
+    if "acc_in" in x:                  # a partial result of a split reduction
+        part = _COMBINE[a["fn"]](x["acc_in"], part)
+    out[...] = part
+
+
+@VECTOR_KERNELS.register("resize")
+def resize(x: dict, a: dict, out: np.ndarray):
+    out[...] = dp.resize(x["in0"], mode=a["mode"], scale=a["scale"], offset=a["offset"],
+                         border=a["border"], in_origin=a["in_origin"],
+                         out_origin=a["out_origin"], out_size=a["out_size"],
+                         in_size=a["in_size"], out_dtype=out.dtype)
+
+
+VECTOR_WORK.register("reduce")(lambda cmd: cmd.inputs["in0"].count)
+
+
+@VECTOR_WORK.register("resize")
+def resize_work(cmd) -> int:
+    """Bilinear interpolation reads and weighs four input pixels per output."""
+    return next(iter(cmd.outputs.values())).count * (4 if cmd.attrs["mode"] == "BILINEAR" else 1)
+
+
+# ---- host evaluation ---------------------------------------------------------------------------
+
+HOST_OPS.register(*_COMBINE)(
+    lambda call: [dp.reduce(call.op, call.inputs[0], int(call.attrs["axis"]))])
+HOST_OPS.register("GATHER")(lambda call: [dp.gather(call.inputs[0], call.inputs[1])])
+HOST_OPS.register("SCATTER")(lambda call: [dp.scatter(*call.inputs[:3])])
+HOST_OPS.register("CONCAT")(
+    lambda call: [np.concatenate(call.inputs, axis=int(call.attrs["axis"]))])
+HOST_OPS.register("RESHAPE")(lambda call: [call.inputs[0].reshape(call.out_shapes[0])])
+HOST_OPS.register("REVERSE")(lambda call: [np.flip(call.inputs[0], axis=int(call.attrs["axis"]))])
+HOST_OPS.register("TILE")(lambda call: [np.tile(call.inputs[0], call.ints(1))])
+HOST_OPS.register("TRANSPOSE")(lambda call: [np.transpose(call.inputs[0], call.attrs["perms"])])
+
+
+@HOST_OPS.register("PAD")
+def pad_host(call: HostCall) -> list:
+    x, pads = call.inputs[0], call.ints(1)
+    return [np.pad(x, [(pads[2 * i], pads[2 * i + 1]) for i in range(x.ndim)],
+                   constant_values=np.asarray(call.inputs[2]).reshape(-1)[0])]
+
+
+@HOST_OPS.register("SLICE")
+def slice_host(call: HostCall) -> list:
+    start, size = call.ints(1), call.ints(2)
+    return [call.inputs[0][tuple(slice(s, s + n) for s, n in zip(start, size))]]
+
+
+@HOST_OPS.register("RESIZE")
+def resize_host(call: HostCall) -> list:
+    x = call.inputs[0]
+    return [dp.resize(x, mode=call.attrs["mode"], scale=call.ints(1), offset=call.ints(2),
+                      border=call.ints(3), out_size=tuple(call.out_shapes[0][1:3]),
+                      in_size=tuple(x.shape[1:3]), out_dtype=call.out_dtypes[0])]

@@ -1,0 +1,79 @@
+"""The elementwise operators on the machine: the vector unit's chain program (`elementwise`
+opcode) and each operator as one of its micro-ops, and their whole-tensor host evaluations."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from npu_sim.isa.dtypes import STORAGE
+
+from .. import datapath as dp
+from .common import HOST_OPS, MICRO_OPS, VECTOR_KERNELS, VECTOR_WORK, HostCall
+
+# Binary, unary, ternary and comparison operators that dp.elementwise computes; their only
+# attributes are MUL's shift, ARITHMETIC_RIGHT_SHIFT's round and NEGATE's zero points.
+_DIRECT = ("ADD", "SUB", "MUL", "ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT",
+           "LOGICAL_RIGHT_SHIFT", "INTDIV", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR",
+           "BITWISE_NOT", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_NOT", "MAXIMUM",
+           "MINIMUM", "ABS", "CLZ", "NEGATE", "SELECT", "EQUAL", "GREATER", "GREATER_EQUAL")
+_MICRO_ATTRS = ("shift", "round", "input_zp", "output_zp")
+
+
+@VECTOR_KERNELS.register("elementwise")
+def run_program(x: dict, a: dict, out: np.ndarray):
+    """Run a chain: each micro-op reads operands (in*, c*) or earlier results (%i); the
+    intermediates stay in the unit's registers, only the last result is written."""
+    results: list[np.ndarray] = []
+    for u in json.loads(a["program"]):
+        args = [results[int(r[1:])] if r[0] == "%" else x[r] for r in u["args"]]
+        tables = [x[t] for t in u["tables"]]
+        results.append(MICRO_OPS[u["fn"]](args, tables, u, STORAGE[u["dtype"]]))
+    out[...] = results[-1]
+
+
+@VECTOR_WORK.register("elementwise")
+def program_work(cmd) -> int:
+    """One pass over the tile per micro-op."""
+    return next(iter(cmd.outputs.values())).count * len(json.loads(cmd.attrs["program"]))
+
+
+def _direct(fn: str):
+    def micro(args, tables, u, dtype):
+        return dp.elementwise(fn, args, dtype, **{k: u[k] for k in _MICRO_ATTRS if k in u})
+    return micro
+
+
+for _name in _DIRECT:
+    MICRO_OPS.register(_name)(_direct(_name))
+MICRO_OPS.register("TABLE")(lambda args, tables, u, dtype: dp.table(args[0], tables[0]))
+MICRO_OPS.register("CLAMP")(lambda args, tables, u, dtype: dp.clamp(args[0], u["lo"], u["hi"]))
+
+
+# ---- host evaluation ---------------------------------------------------------------------------
+
+@HOST_OPS.register(*(n for n in _DIRECT if n not in ("MUL", "ARITHMETIC_RIGHT_SHIFT", "NEGATE")))
+def elementwise_host(call: HostCall) -> list:
+    return [dp.elementwise(call.op, call.inputs, call.out_dtypes[0])]
+
+
+@HOST_OPS.register("MUL")
+def mul_host(call: HostCall) -> list:
+    return [dp.elementwise("MUL", call.inputs[:2], call.out_dtypes[0], shift=call.scalar(2))]
+
+
+@HOST_OPS.register("ARITHMETIC_RIGHT_SHIFT")
+def ars_host(call: HostCall) -> list:
+    return [dp.elementwise("ARITHMETIC_RIGHT_SHIFT", call.inputs, call.out_dtypes[0],
+                           round=bool(call.attrs.get("round", False)))]
+
+
+@HOST_OPS.register("NEGATE")
+def negate_host(call: HostCall) -> list:
+    return [dp.elementwise("NEGATE", call.inputs[:1], call.out_dtypes[0],
+                           input_zp=call.scalar(1), output_zp=call.scalar(2))]
+
+
+HOST_OPS.register("CLAMP")(lambda call: [dp.clamp(call.inputs[0], call.attrs["min_val"],
+                                                  call.attrs["max_val"])])
+HOST_OPS.register("TABLE")(lambda call: [dp.table(call.inputs[0], call.inputs[1])])
