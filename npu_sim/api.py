@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.compiler.ir import Graph
+from npu_sim.isa.dtypes import STORAGE
 from npu_sim.isa.encoding import decode, encode
 from npu_sim.isa.errors import ConfigError, InputError, ModelError, ProgramError
 from npu_sim.isa.program import Program
 
 from . import cache
 from .config import HardwareConfig, config_from_dict, load_config
-from .memory import STORAGE
 from .report import Report, build_report
 from .simulator import Machine, SimResult
 from .verify import verify

@@ -17,7 +17,8 @@ from . import cli_files as files
 EXIT_USAGE = 2
 # Further subcommands live in their own modules, each with add_parser(subparsers) that sets
 # `func` to a handler returning the exit status (errors raised as NpuSimError).
-SUBCOMMAND_MODULES: list[str] = ["npu_sim.viewer", "npu_sim.dse.cli", "npu_sim.conformance"]
+SUBCOMMAND_MODULES: list[str] = ["npu_sim.viewer", "npu_sim.dse.cli", "npu_sim.conformance",
+                                   "npu_sim.operator_info"]
 
 
 def _is_program(path: str) -> bool:

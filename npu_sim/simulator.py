@@ -14,13 +14,14 @@ import numpy as np
 import simpy
 
 from npu_sim.isa.commands import Compute, DmaCopy
+from npu_sim.isa.dtypes import STORAGE
 from npu_sim.isa.errors import InputError
 from npu_sim.isa.program import Program
 
 from .cost import Cost, CostModel
 from .execute import execute
 from .hazards import HazardChecker, enabled as hazards_enabled
-from .memory import STORAGE, Memories
+from .memory import Memories
 
 
 BURST_CYCLES = 256         # port arbitration granule for long transfers

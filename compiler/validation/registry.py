@@ -6,20 +6,13 @@ pseudocode. Control-flow and variable operators have no `Spec`; their function d
 """
 from __future__ import annotations
 
-from typing import Callable
+from npu_sim.isa.operators import OPERATORS
+from npu_sim.isa.registry import Registry
 
 from .context import OpContext, c_div, c_mod, fmt_shape
 
-CHECKS: dict[str, Callable[[OpContext], None]] = {}
-
-
-def check(*names: str):
-    def register(fn):
-        for name in names:
-            assert name not in CHECKS, name
-            CHECKS[name] = fn
-        return fn
-    return register
+CHECKS = Registry("validation rules", OPERATORS)
+check = CHECKS.register
 
 
 # ---- helpers shared by several families --------------------------------------------------------
