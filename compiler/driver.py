@@ -19,16 +19,14 @@ from .prefetch import plan_prefetch
 from .steps import Step, plan_steps, stage_table_name
 from .validate import validate
 
-RESIDENT_FRACTION = 0.85      # at most this share of the buffer holds resident tensors,
-TILE_FLOOR = 16 * 1024        # and it leaves tiles at least this much unless that is under half:
-# on a 48 KiB buffer, resident feature maps at 85% left weight-heavy 1x1 convs 11-13 KiB and
-# a thousand one-pixel tiles each (edge-256's MobileNetV2: 18.9k commands, 1.5% more cycles).
 
-
-def resident_share(onchip_size: int) -> int:
-    """Bytes of the on-chip buffer that tensors living across steps may take."""
-    return max(min(int(onchip_size * RESIDENT_FRACTION), onchip_size - TILE_FLOOR),
-               onchip_size // 2) // 16 * 16
+def resident_share(config) -> int:
+    """Bytes of the on-chip buffer that tensors living across steps may take: the config's
+    schedule.resident_fraction of it, leaving tiles schedule.tile_floor unless that is under
+    half the buffer."""
+    size, schedule = config.sram.size, config.schedule
+    return max(min(int(size * schedule.resident_fraction), size - schedule.tile_floor),
+               size // 2) // 16 * 16
 
 
 def _out_channels(graph: Graph, step: Step) -> int:
@@ -94,7 +92,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     memories = list(config.memories)
     placement = Placement(graph, steps, memories, config.placement.weights,
                           config.placement.feature_maps, config.sram.size,
-                          resident_share(config.sram.size),
+                          resident_share(config),
                           {n: m.size for n, m in config.memories.items()})
 
     def memory_cost(mem: int) -> float:
@@ -111,7 +109,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     emitter = Emitter()
     lowering = Lowering(graph, placement, emitter, config.dma.channels, cost_per_byte,
                         tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost,
-                        handoffs=_handoffs(steps))
+                        handoffs=_handoffs(steps), room_slack=config.schedule.room_slack)
     preloads = plan_prefetch(graph, steps, placement, lowering)
     layer_of, count = [], 0             # step index -> index of its layer (aliases have none)
     for step in steps:
@@ -141,7 +139,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
                    for n in placement.variables],
         layers=layers,
         meta={"model": model_name, "config": config.name, "config_fingerprint": config.fingerprint(),
-              "clock_mhz": config.clock_mhz, "resident_bytes": resident_share(config.sram.size),
+              "clock_mhz": config.clock_mhz, "resident_bytes": resident_share(config),
               "input_dtypes": {n: graph.tensors[n].dtype for n in graph.inputs},
               "output_dtypes": {n: graph.tensors[n].dtype for n in graph.outputs}})
 

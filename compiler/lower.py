@@ -20,7 +20,7 @@ PRELOAD_CHUNK_CYCLES = 1024       # four simulator bursts: ports are shared at t
 class Lowering:
     def __init__(self, graph, placement: Placement, emitter, dma_channels: int,
                  cost_per_byte, tile_overhead: float, memory_cost=lambda mem: 0.0,
-                 handoffs: set[str] = frozenset()):
+                 handoffs: set[str] = frozenset(), room_slack: float = 1.25):
         self.g, self.p, self.em = graph, placement, emitter
         self.channels = dma_channels
         self.ctx = Context(graph, placement.on_chip, cost_per_byte)
@@ -31,6 +31,7 @@ class Lowering:
         self._boxes: dict[tuple, dict] = {}          # per step's shapes: its tiles' box sizes
         # Outputs of steps that hand data to or from a step on the other compute engine.
         self.handoffs = handoffs
+        self.room_slack = room_slack
 
     def plan(self, step: Step, budget: int):
         """(space, opcode, attrs, plan) of a tiled step given `budget` bytes of workspace; the
@@ -45,7 +46,8 @@ class Lowering:
         if key not in self._plans:
             self._plans[key] = plan_tiles(space, budget, self.tile_overhead,
                                           self._candidates.setdefault(shape, {}),
-                                          self._boxes.setdefault((step.output, stream), {}))
+                                          self._boxes.setdefault((step.output, stream), {}),
+                                          self.room_slack)
         return space, opcode, attrs, self._plans[key]
 
     def preload(self, name: str):

@@ -18,7 +18,6 @@ from npu_sim.isa.commands import BURST_BYTES
 from .allocate import align
 
 NEAR_BEST = 1.01
-ROOM_SLACK = 1.25
 PADDING_SHARE = 0.25
 Box = tuple[tuple[int, int], ...]          # (start, size) per tensor dim
 Tile = dict[str, tuple[int, int]]           # dim -> (start, size)
@@ -214,7 +213,8 @@ def _candidates(space: TileSpace, level: int, tile_overhead: float,
 
 
 def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
-           candidates: dict | None = None, boxes: dict | None = None) -> TilePlan | None:
+           candidates: dict | None = None, boxes: dict | None = None,
+           room_slack: float = 1.25) -> TilePlan | None:
     """The cheapest plan whose working set fits `budget` bytes, or None. `candidates` keeps
     each level's plans for searches of the same space with other budgets; `boxes`, the box
     sizes of its tiles for searches of the same shapes (see _candidates)."""
@@ -230,12 +230,12 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
         if fitting:
             # Within NEAR_BEST of the fastest, a small working set (buffer room is worth more
             # to weight prefetch than a percent of this step's time): the fewest tiles among
-            # those within ROOM_SLACK of the smallest, as a little more room for far fewer
-            # commands is cheap (edge-256's MobileNetV2: 10.2k commands instead of 11.4k).
+            # those within room_slack (config schedule.room_slack) of the smallest, as a little
+            # more room for far fewer commands is cheap.
             fastest = min(p.cost for p in fitting)
             near = [p for p in fitting if p.cost <= fastest * NEAR_BEST]
             small = min(p.working_set for p in near)
-            best.append(min((p for p in near if p.working_set <= small * ROOM_SLACK),
+            best.append(min((p for p in near if p.working_set <= small * room_slack),
                             key=lambda p: (p.n_tiles, p.working_set, p.cost)))
             # The preferred dims alone can leave boxes of runs shorter than a burst (a
             # MATMUL's weight columns): a plan that spends over PADDING_SHARE of its time
@@ -291,12 +291,13 @@ def window(start: int, count: int, stride: int, pad_before: int, extent: int, fu
 
 
 def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
-               candidates: dict | None = None, boxes: dict | None = None) -> TilePlan | None:
+               candidates: dict | None = None, boxes: dict | None = None,
+               room_slack: float = 1.25) -> TilePlan | None:
     """search(), then size every buffer over all tiles; if a tile the samples missed needs
     more space, search again with a budget reduced by the shortfall."""
     target = budget
     while target > 0:
-        plan = search(space, target, tile_overhead, candidates, boxes)
+        plan = search(space, target, tile_overhead, candidates, boxes, room_slack)
         if plan is None:
             return None
         exact = evaluate(space, plan.sizes, plan.order, tile_overhead,

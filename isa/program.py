@@ -51,6 +51,3 @@ class Program:
 
     def memory_name(self, mem: int) -> str:
         return "onchip" if mem == 0 else self.memories[mem - 1]
-
-    def memory_id(self, name: str) -> int:
-        return 0 if name == "onchip" else self.memories.index(name) + 1

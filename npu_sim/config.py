@@ -52,6 +52,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "cpu_baseline.ops_per_cycle": (0.01, 1_000_000), "cpu_baseline.power_mw": (0.001, 1_000_000),
     "cpu_baseline.bytes_per_cycle": (0.01, 1_000_000),
     "driver_overhead_us": (0, 10_000_000),
+    "schedule.resident_fraction": (0.05, 1), "schedule.tile_floor": (1, 1 << 30),
+    "schedule.room_slack": (1, 16),
     "area.mac_mm2.*": (0, 1), "area.sram_mm2_per_kib": (0, 1), "area.sram_bank_overhead_mm2": (0, 100),
     "area.vector_lane_mm2": (0, 10), "area.dma_channel_mm2": (0, 100), "area.fixed_mm2": (0, 10_000),
 }
@@ -108,6 +110,20 @@ class MemoryConfig:
 class PlacementConfig:
     weights: str
     feature_maps: str
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """The compiler's planning trade-offs (optional section `schedule`; these are the defaults).
+
+    resident_fraction: at most this share of the on-chip buffer holds tensors that live across
+    steps, and tile_floor: it leaves tiles at least that many bytes unless that is under half the
+    buffer; room_slack: among near-fastest tile plans, the fewest tiles whose working set is
+    within this factor of the smallest (more room for far fewer commands)."""
+
+    resident_fraction: float = 0.85
+    tile_floor: int = 16 * 1024
+    room_slack: float = 1.25
 
 
 @dataclass(frozen=True)
@@ -177,6 +193,7 @@ class HardwareConfig:
     cpu_baseline: CpuBaselineConfig
     driver_overhead_us: float
     area: AreaConfig | None = None  # optional section: only design-space exploration needs it
+    schedule: ScheduleConfig = ScheduleConfig()
     source: str = field(default="<dict>", compare=False)  # where it came from, not what it is
 
     def __hash__(self) -> int:
@@ -359,12 +376,12 @@ def _join(path: str, key: Any) -> str:
 
 
 _TOP_KEYS = ("name", "description", "clock_mhz", "tosa", "mac_array", "vector_unit", "sram", "dma", "memories",
-                 "placement", "energy", "cpu_baseline", "driver_overhead_us", "area")
+                 "placement", "energy", "cpu_baseline", "driver_overhead_us", "area", "schedule")
 
 
 def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareConfig:
     c = _Checker(source, ranged=True)
-    top = c.section(data, "", _TOP_KEYS, ("description", "area"))
+    top = c.section(data, "", _TOP_KEYS, ("description", "area", "schedule"))
     num = c.number
 
     t = c.section(top["tosa"], "tosa", ("profile", "extensions", "level"), ("extensions", "level"))
@@ -454,11 +471,21 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
         area = AreaConfig(mac_mm2={k: num(am[k], f"area.mac_mm2.{k}", zero_ok=True) for k in MAC_DTYPES if k in am},
                           **{k: num(a[k], f"area.{k}", zero_ok=True) for k in area_keys[1:]})
 
+    keys = tuple(f.name for f in fields(ScheduleConfig))
+    s = c.section(top.get("schedule", {}), "schedule", keys, keys)
+    defaults = ScheduleConfig()
+    schedule = ScheduleConfig(
+        resident_fraction=num(s.get("resident_fraction", defaults.resident_fraction),
+                              "schedule.resident_fraction"),
+        tile_floor=c.size(s.get("tile_floor", defaults.tile_floor), "schedule.tile_floor"),
+        room_slack=num(s.get("room_slack", defaults.room_slack), "schedule.room_slack"))
+
     return HardwareConfig(
         name=c.text(top["name"], "name"), description=c.text(top.get("description", ""), "description", True),
         clock_mhz=num(top["clock_mhz"], "clock_mhz"), tosa=tosa, mac_array=mac, vector_unit=vector, sram=sram,
         dma=dma, memories=memories, placement=placement, energy=energy, cpu_baseline=cpu,
         driver_overhead_us=num(top["driver_overhead_us"], "driver_overhead_us", zero_ok=True), area=area,
+        schedule=schedule,
         source=keep_source if keep_source is not None else source)
 
 

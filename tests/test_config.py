@@ -290,3 +290,15 @@ def test_memory_bytes_and_latency_cycles():
     assert odd.memory_latency_cycles("dram") == 101  # partial cycles round up
     with pytest.raises(ConfigError, match="memories.hbm: unknown memory"):
         large.memory_bytes_per_cycle("hbm")
+
+
+def test_schedule_section_is_optional_and_its_figures_reach_the_compiler():
+    from npu_sim.compiler.driver import resident_share
+    from npu_sim.config import ScheduleConfig
+    cfg = load_config("edge-256")
+    assert cfg.schedule == ScheduleConfig()              # no preset sets it: the defaults
+    assert resident_share(cfg) == (48 << 10) - (16 << 10)
+    wider = cfg.with_overrides({"schedule.tile_floor": "8 KiB", "schedule.resident_fraction": 0.5})
+    assert resident_share(wider) == 24 << 10 and wider.fingerprint() != cfg.fingerprint()
+    with pytest.raises(ConfigError, match="schedule.room_slack"):
+        cfg.with_overrides({"schedule.room_slack": 0.5})
