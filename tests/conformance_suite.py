@@ -37,9 +37,6 @@ from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 TOSA_VERSION = "1.0.2"
 PROFILE = "tosa-pro-int"

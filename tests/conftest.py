@@ -5,8 +5,8 @@ import sys
 # subprocesses too; NPU_SIM_CHECK_HAZARDS=0 in the environment turns it off.
 os.environ.setdefault("NPU_SIM_CHECK_HAZARDS", "1")
 
-# The repo root (compiler/, npu_sim/, isa/) and tests/ (oracle.py) must be importable.
+# tests/ (oracle.py, ops_sim_support.py) must be importable; npu_sim is the installed package
+# (an editable install maps it to this checkout).
 _HERE = os.path.dirname(os.path.abspath(__file__))
-for _p in (os.path.dirname(_HERE), _HERE):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
