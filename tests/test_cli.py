@@ -13,8 +13,9 @@ IN_NAME = "quantized_decomposed_quantize_per_tensor_default"
 
 
 def npu_sim(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "npu_sim", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd)
+    # -I: the installed npu_sim, never the checkout's folder that `-m` would put first
+    return subprocess.run([sys.executable, "-I", "-m", "npu_sim", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
 
 
 def test_run_writes_exact_outputs_and_reports(tmp_path):

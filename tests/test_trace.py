@@ -176,7 +176,7 @@ def test_host_engine_gets_its_own_track(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "npu_sim", *map(str, args)],
+    return subprocess.run([sys.executable, "-I", "-m", "npu_sim", *map(str, args)],
                           capture_output=True, text=True)
 
 

@@ -73,12 +73,12 @@ def test_cli_state_file_continues_between_processes(tmp_path):
         np.save(tmp_path / f"x{i}.npy", x)
 
     def run(i):
-        return subprocess.run([sys.executable, "-m", "npu_sim", "run", str(prog), "--input",
+        return subprocess.run([sys.executable, "-I", "-m", "npu_sim", "run", str(prog), "--input",
                                f"{x_name}={tmp_path / f'x{i}.npy'}", "--state",
                                str(tmp_path / "state.npz"), "--output-dir", str(tmp_path / f"o{i}")],
                               capture_output=True, text=True)
 
-    assert subprocess.run([sys.executable, "-m", "npu_sim", "compile", str(tmp_path / "var.tosa"),
+    assert subprocess.run([sys.executable, "-I", "-m", "npu_sim", "compile", str(tmp_path / "var.tosa"),
                            "-o", str(prog)], capture_output=True).returncode == 0
     assert run(0).returncode == 0
     assert not np.load(tmp_path / "o0" / f"{y_name}.npy").any()       # no write yet: zeros

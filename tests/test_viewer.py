@@ -30,7 +30,7 @@ def traced(tmp_path_factory):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "npu_sim", *map(str, args)],
+    return subprocess.run([sys.executable, "-I", "-m", "npu_sim", *map(str, args)],
                           capture_output=True, text=True)
 
 
