@@ -72,14 +72,20 @@ def entries(name: str) -> list[tuple[str, str]]:
 
 
 def _datapath_kernels(functions) -> list:
-    """The npu_sim.datapath functions these entries call (named in their code)."""
+    """The npu_sim.datapath functions these entries call: named in their code, or bound into
+    them (an entry made by a factory holds its kernel in a closure cell)."""
     from . import datapath
-    names: dict[str, None] = {}
+    kernels = {getattr(datapath, n): None for n in datapath.__all__}
+    found: dict = {}
     for fn in functions:
-        code = inspect.unwrap(fn).__code__
+        fn = inspect.unwrap(fn)
+        code = fn.__code__
         for const in (code,) + tuple(c for c in code.co_consts if inspect.iscode(c)):
-            names.update(dict.fromkeys(n for n in const.co_names if n in datapath.__all__))
-    return [getattr(datapath, n) for n in names]
+            found.update(dict.fromkeys(getattr(datapath, n) for n in const.co_names
+                                       if n in datapath.__all__))
+        found.update(dict.fromkeys(c.cell_contents for c in fn.__closure__ or ()
+                                   if callable(c.cell_contents) and c.cell_contents in kernels))
+    return list(found)
 
 
 def describe(name: str) -> str:
