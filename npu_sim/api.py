@@ -17,7 +17,7 @@ import numpy as np
 from npu_sim.compiler.ir import Graph
 from npu_sim.isa.dtypes import STORAGE
 from npu_sim.isa.encoding import decode, encode
-from npu_sim.isa.errors import ConfigError, InputError, ModelError, ProgramError
+from npu_sim.isa.errors import ConfigError, InputError, ModelError, ProgramError, UnsupportedError
 from npu_sim.isa.program import Program
 
 from . import cache
@@ -51,8 +51,8 @@ class RunResult:
 
 def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
                   use_cache: bool = True) -> Program:
-    """Compile a .tosa file (or a loaded Graph) for `config`. Files go through the program
-    cache (npu_sim/cache.py) unless use_cache is False."""
+    """Compile a .tosa or .tflite file (or a loaded Graph) for `config`. Files go through the
+    program cache (npu_sim/cache.py) unless use_cache is False."""
     if isinstance(model, Graph):
         return _compile(model, config)
     try:
@@ -64,12 +64,26 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
     k = cache.key(data, config) if use_cache else None
     program = cache.load(k) if k else None
     if program is None:
-        from npu_sim.compiler.loader import load_bytes    # not imported when the program is cached
-        program = _compile(load_bytes(data, str(model)), config)
+        program = _compile(load_graph(data, str(model)), config)
         if k:
             cache.store(k, program)
     program.meta["model"] = Path(model).stem
     return program
+
+
+def load_graph(data: bytes, source: str) -> Graph:
+    """The graph of a .tosa or .tflite file's bytes (told apart by the file identifier or the
+    suffix); the frontends are imported only when a program is not cached."""
+    if data[4:8] == b"TFL3" or source.lower().endswith(".tflite"):
+        try:
+            import tflite  # noqa: F401  (the schema the TFLite frontend reads with)
+        except ImportError:
+            raise UnsupportedError(f"{source}: reading TFLite models needs the tflite extra: "
+                                   "pip install 'npu-sim[tflite]'") from None
+        from npu_sim.compiler.frontends.tflite import load_tflite_bytes
+        return load_tflite_bytes(data, source)
+    from npu_sim.compiler.loader import load_bytes
+    return load_bytes(data, source)
 
 
 def _compile(graph: Graph, config: HardwareConfig) -> Program:

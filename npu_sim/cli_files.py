@@ -133,8 +133,12 @@ def output_paths(names, out_dir: Path) -> list[Path]:
     """Where each output goes; a destination that cannot be replaced is refused up front."""
     paths = []
     for name in names:
-        safe = name.replace(os.sep, "_").replace("/", "_")
+        # Portable file names: every character outside [A-Za-z0-9._-] becomes '_' (TFLite
+        # names such as 'StatefulPartitionedCall:0' or 'model/dense/BiasAdd').
+        safe = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in name)
         final = out_dir / f"{safe}.npy"
+        if final in paths:
+            raise InputError(f"outputs '{name}' and another both become the file {final}")
         if final.is_dir():
             raise InputError(f"--output-dir: {final} is a directory; the output '{name}' cannot go there")
         paths.append(final)

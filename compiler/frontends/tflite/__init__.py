@@ -1,0 +1,62 @@
+"""TFLite frontend: a .tflite flatbuffer lowered into the graph IR, operator by operator, with
+TFLite's integer semantics reproduced exactly by TOSA operators (see each module). Graph inputs
+and outputs keep their TFLite names, dtypes and shapes."""
+from __future__ import annotations
+
+from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
+
+from npu_sim.compiler.ir import Graph
+
+from . import elementwise, layout, mac, pool, softmax, unary
+from .context import Lowering
+
+BUILTINS = {
+    "CONV_2D": mac.conv_2d, "DEPTHWISE_CONV_2D": mac.depthwise_conv_2d,
+    "TRANSPOSE_CONV": mac.transpose_conv, "FULLY_CONNECTED": mac.fully_connected,
+    "BATCH_MATMUL": mac.batch_matmul,
+    "MAX_POOL_2D": pool.max_pool_2d, "AVERAGE_POOL_2D": pool.average_pool_2d,
+    "SOFTMAX": softmax.softmax,
+    "RESHAPE": layout.reshape, "SQUEEZE": layout.squeeze, "EXPAND_DIMS": layout.expand_dims,
+    "CONCATENATION": layout.concatenation, "PACK": layout.pack, "UNPACK": layout.unpack,
+    "SPLIT": layout.split, "SPLIT_V": layout.split_v, "PAD": layout.pad, "PADV2": layout.padv2,
+    "MIRROR_PAD": layout.mirror_pad, "TRANSPOSE": layout.transpose, "SLICE": layout.slice_,
+    "STRIDED_SLICE": layout.strided_slice, "GATHER": layout.gather,
+    "DEPTH_TO_SPACE": layout.depth_to_space, "SPACE_TO_DEPTH": layout.space_to_depth,
+    **elementwise.BUILTINS, **unary.BUILTINS,
+}
+
+
+def load_tflite_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
+    from .reader import read_model
+    try:
+        model = read_model(buf)
+        return _lower(model, source)
+    except NpuSimError as exc:
+        raise type(exc)(f"{source}: {exc}") from None
+
+
+def _lower(model, source: str) -> Graph:
+    L = Lowering(model, source)
+    for t in model.inputs:
+        tensor = model.tensors[t]
+        L.op = None
+        if tensor.dtype not in ("INT8", "INT16", "INT32"):
+            raise UnsupportedError(f"input '{tensor.name}' is {tensor.dtype}; floating point is "
+                                   "not supported on this config (TOSA profile PRO-INT): give an "
+                                   "integer (int8) model")
+        L.b.tensor(L.names[t], tensor.shape, tensor.dtype.lower())
+    for op in model.operators:
+        lower = BUILTINS.get(op.op)
+        if lower is None:
+            raise UnsupportedError(f"operator #{op.index} {op.op} is not supported by the TFLite "
+                                   f"frontend (supported builtins: {', '.join(sorted(BUILTINS))})")
+        L.op = op
+        L.b.where = f"tfl{op.index}_{op.op.lower()}"
+        lower(L)
+    outputs = []
+    for t in model.outputs:
+        name = L.names[t]
+        if name not in L.b.tensors:
+            raise ModelError(f"output '{name}' is written by no operator")
+        outputs.append(name)
+    return L.b.graph([L.names[t] for t in model.inputs], outputs)

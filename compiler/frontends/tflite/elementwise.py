@@ -1,0 +1,2 @@
+"""Binary builtins."""
+BUILTINS: dict = {}

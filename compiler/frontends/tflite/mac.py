@@ -1,0 +1,175 @@
+"""CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED and BATCH_MATMUL: a TOSA MAC
+operator on int32 accumulators, then RESCALE by TFLite's per-channel multipliers (DOUBLE_ROUND
+is TFLite's two roundings) and CLAMP to the fused activation's range."""
+from __future__ import annotations
+
+import numpy as np
+
+from .context import Lowering, tosa_scales
+
+SAME, VALID = 0, 1
+
+
+def out_size(padding: int, size: int, k: int, stride: int, dil: int = 1) -> int:
+    eff = (k - 1) * dil + 1
+    return (size + stride - 1) // stride if padding == SAME else (size + stride - eff) // stride
+
+
+def pad_before(padding: int, size: int, k: int, stride: int, dil: int = 1) -> int:
+    """ComputePaddingWithOffset: TFLite pads SAME with the odd row at the end."""
+    if padding != SAME:
+        return 0
+    total = (out_size(padding, size, k, stride, dil) - 1) * stride + (k - 1) * dil + 1 - size
+    return max(total, 0) // 2
+
+
+def window_pads(padding, size, k, stride, dil, out) -> tuple[int, int, int]:
+    """(before, after, crop): TOSA needs (size - 1 + before + after - (k-1)*dil) to be exactly
+    (out - 1) * stride, so the padding rows no output reads are dropped, and then input rows."""
+    before = pad_before(padding, size, k, stride, dil)
+    total = max((out - 1) * stride + (k - 1) * dil + 1 - size, 0) if padding == SAME else 0
+    after = total - before
+    excess = size - 1 + before + after - (k - 1) * dil - (out - 1) * stride
+    cut = min(excess, after)
+    return before, after - cut, excess - cut
+
+
+def spatial_input(L: Lowering, x: str, crops: tuple[int, int]) -> str:
+    """Input rows and columns no output reads, sliced away (TOSA's exact output size rule)."""
+    if not any(crops):
+        return x
+    n, h, w, c = L.b.shape_of(x)
+    shape = (n, h - crops[0], w - crops[1], c)
+    return L.b.op("SLICE", [x, L.b.shape((0, 0, 0, 0)), L.b.shape(shape)], shape,
+                  L.b.dtype_of(x))
+
+
+def requantize(L: Lowering, acc: str, reals, out_t, fused: int, out: str) -> str:
+    mult, shift = tosa_scales(reals)
+    lo, hi = L.act_range(fused, out_t)
+    info = np.iinfo(np.int8)
+    last = lo <= info.min and hi >= info.max
+    r = L.b.rescale(acc, mult, shift, "int8", output_zp=out_t.zero_point,
+                    out=out if last else None)
+    return r if last else L.b.clamp(r, lo, hi, out)
+
+
+def _bias(L: Lowering, k: int, n: int) -> np.ndarray:
+    if L.has_input(k):
+        b = L.const_input(k)
+        if L.t(k).dtype != "INT32":
+            L.fail(f"bias '{L.t(k).name}' is {L.t(k).dtype}; int32 expected")
+        return b.reshape(-1).astype(np.int32)
+    return np.zeros(n, np.int32)
+
+
+def _filter_reals(L: Lowering, x, w, out_t, n: int):
+    scales = np.broadcast_to(np.asarray(w.scales, np.float64), (n,))
+    return [float(x.scale) * float(s) / float(out_t.scale) for s in scales]
+
+
+def _conv_like(L: Lowering, op: str, weights: np.ndarray, oc: int):
+    x, w, o = L.t(0), L.t(1), L.o()
+    L.need_int8(x, w, o)
+    opt = L.op.options
+    _, ih, iw, _ = x.shape
+    _, kh, kw, _ = w.shape
+    _, oh, ow, _ = o.shape
+    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
+    dh, dw = opt.get("dilation_h_factor", 1), opt.get("dilation_w_factor", 1)
+    pt, pb, ch = window_pads(opt.get("padding", VALID), ih, kh, sh, dh, oh)
+    pl, pr, cw = window_pads(opt.get("padding", VALID), iw, kw, sw, dw, ow)
+    xin = spatial_input(L, L.value(0), (ch, cw))
+    b = L.b
+    acc = b.op(op, [xin, b.const(weights, "int8", "weight"), b.const(_bias(L, 2, oc), "int32", "bias"),
+                    b.scalar(x.zero_point, "int8"), b.scalar(w.zero_point, "int8")],
+               (o.shape[0], oh, ow, oc), "int32",
+               {"pad": (pt, pb, pl, pr), "stride": (sh, sw), "dilation": (dh, dw),
+                "local_bound": False, "acc_type": "int32"})
+    requantize(L, acc, _filter_reals(L, x, w, o, oc), o, opt.get("fused_activation_function", 0),
+               L.out())
+
+
+def conv_2d(L: Lowering):
+    w = L.const_input(1)
+    _conv_like(L, "CONV2D", w, w.shape[0])
+
+
+def depthwise_conv_2d(L: Lowering):
+    w = L.const_input(1)                        # [1, KH, KW, C*M] -> TOSA [KH, KW, C, M]
+    c = L.t(0).shape[3]
+    _conv_like(L, "DEPTHWISE_CONV2D", w[0].reshape(w.shape[1], w.shape[2], c, -1), w.shape[3])
+
+
+def transpose_conv(L: Lowering):
+    L.op.inputs = L.op.inputs[1:] + [-1] * (4 - len(L.op.inputs))   # weights, input, bias
+    w_t, x, o = L.t(0), L.t(1), L.o()
+    L.need_int8(x, w_t, o)
+    w = L.const_input(0)
+    oc, kh, kw, _ = w.shape
+    _, ih, iw, _ = x.shape
+    _, oh, ow, _ = o.shape
+    opt = L.op.options
+    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
+    pad = opt.get("padding", VALID)
+    pt, pl = pad_before(pad, oh, kh, sh), pad_before(pad, ow, kw, sw)
+    opb, opr = oh - (ih - 1) * sh - kh + pt, ow - (iw - 1) * sw - kw + pl
+    b = L.b
+    acc = b.op("TRANSPOSE_CONV2D", [L.value(1), b.const(w, "int8", "weight"),
+                                    b.const(_bias(L, 2, oc), "int32", "bias"),
+                                    b.scalar(x.zero_point, "int8"), b.scalar(w_t.zero_point, "int8")],
+               (o.shape[0], oh, ow, oc), "int32",
+               {"out_pad": (-pt, opb, -pl, opr), "stride": (sh, sw), "local_bound": False,
+                "acc_type": "int32"})
+    reals = [float(x.scale) * float(s) / float(o.scale)
+             for s in np.broadcast_to(np.asarray(w_t.scales, np.float64), (oc,))]
+    requantize(L, acc, reals, o, opt.get("fused_activation_function", 0), L.out())
+
+
+def fully_connected(L: Lowering):
+    x, w_t, o = L.t(0), L.t(1), L.o()
+    L.need_int8(x, w_t, o)
+    w = L.const_input(1)
+    n, k = w.shape
+    rows = int(np.prod(x.shape)) // k
+    b = L.b
+    xin = b.reshape(L.value(0), (1, rows, 1, k))
+    acc = b.op("CONV2D", [xin, b.const(w.reshape(n, 1, 1, k), "int8", "weight"),
+                          b.const(_bias(L, 2, n), "int32", "bias"),
+                          b.scalar(x.zero_point, "int8"), b.scalar(w_t.zero_point, "int8")],
+               (1, rows, 1, n), "int32",
+               {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1), "local_bound": False,
+                "acc_type": "int32"})
+    y = requantize(L, acc, _filter_reals(L, x, w_t, o, n), o,
+                   L.op.options.get("fused_activation_function", 0), None)
+    b.reshape(y, o.shape, L.out())
+
+
+def batch_matmul(L: Lowering):
+    lhs, rhs, o = L.t(0), L.t(1), L.o()
+    L.need_int8(lhs, rhs, o)
+    opt, b = L.op.options, L.b
+    operands = []
+    for k, adj in ((0, opt.get("adj_x", False)), (1, opt.get("adj_y", False))):
+        name, shape = L.value(k), L.t(k).shape
+        if adj:
+            perm = tuple(range(len(shape) - 2)) + (len(shape) - 1, len(shape) - 2)
+            shape = tuple(shape[p] for p in perm)
+            name = b.op("TRANSPOSE", [name], shape, "int8", {"perms": perm})
+        operands.append((name, shape))
+    (a, sa), (c, sc) = operands
+    batch = tuple(np.broadcast_shapes(sa[:-2], sc[:-2]))
+    nb = int(np.prod(batch, dtype=np.int64))
+    flat = []
+    for name, shape in operands:
+        lead = (1,) * (len(batch) - len(shape) + 2) + tuple(shape[:-2])
+        if lead != batch:
+            name = b.reshape(name, lead + shape[-2:])
+            mult = tuple(bb // aa for aa, bb in zip(lead, batch)) + (1, 1)
+            name = b.op("TILE", [name, b.shape(mult)], batch + shape[-2:], "int8")
+        flat.append(b.reshape(name, (nb,) + tuple(shape[-2:])))
+    m, n = sa[-2], sc[-1]
+    acc = b.op("MATMUL", [flat[0], flat[1], b.scalar(lhs.zero_point, "int8"),
+                          b.scalar(rhs.zero_point, "int8")], (nb, m, n), "int32", {})
+    y = requantize(L, acc, [float(lhs.scale) * float(rhs.scale) / float(o.scale)], o, 0, None)
+    b.reshape(y, o.shape, L.out())

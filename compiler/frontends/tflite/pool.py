@@ -1,0 +1,51 @@
+"""MAX_POOL_2D and AVERAGE_POOL_2D. TFLite's int8 average rounds halves away from zero while
+TOSA's AVG_POOL2D rounds them up, so the average is taken twice: U = avg(x) is right whenever
+it is positive, and NOT(avg(NOT x)) (the average rounded halves down) everywhere else."""
+from __future__ import annotations
+
+from .context import Lowering
+from .mac import VALID, spatial_input, window_pads
+
+
+def _window(L: Lowering):
+    x, o, opt = L.t(0), L.o(), L.op.options
+    L.need_int8(x, o)
+    if x.zero_point != o.zero_point or x.scale != o.scale:
+        L.fail("input and output quantization differ; TFLite requires them equal")
+    kh, kw = opt.get("filter_height", 1), opt.get("filter_width", 1)
+    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
+    pad = opt.get("padding", VALID)
+    pt, pb, ch = window_pads(pad, x.shape[1], kh, sh, 1, o.shape[1])
+    pl, pr, cw = window_pads(pad, x.shape[2], kw, sw, 1, o.shape[2])
+    xin = spatial_input(L, L.value(0), (ch, cw))
+    return xin, {"kernel": (kh, kw), "stride": (sh, sw), "pad": (pt, pb, pl, pr)}
+
+
+def _finish(L: Lowering, y: str):
+    lo, hi = L.act_range(L.op.options.get("fused_activation_function", 0), L.o())
+    if lo > -128 or hi < 127:
+        L.b.clamp(y, lo, hi, L.out())
+    else:
+        L.b.reshape(y, L.o().shape, L.out())
+
+
+def max_pool_2d(L: Lowering):
+    xin, attrs = _window(L)
+    y = L.b.op("MAX_POOL2D", [xin], L.o().shape, "int8", {**attrs, "nan_mode": "PROPAGATE"})
+    _finish(L, y)
+
+
+def average_pool_2d(L: Lowering):
+    xin, attrs = _window(L)
+    b, shape = L.b, L.o().shape
+    attrs = {**attrs, "acc_type": "int32"}
+
+    def avg(v):
+        return b.op("AVG_POOL2D", [v, b.scalar(0, "int8"), b.scalar(0, "int8")], shape, "int8", attrs)
+
+    up = avg(xin)
+    not_x = b.op("BITWISE_NOT", [xin], b.shape_of(xin), "int8")
+    down = b.op("BITWISE_NOT", [avg(not_x)], shape, "int8")
+    positive = b.op("GREATER", [up, b.bcast(0, "int8", 4)], shape, "bool")
+    y = b.op("SELECT", [positive, up, down], shape, "int8")
+    _finish(L, y)

@@ -1,0 +1,2 @@
+"""Unary builtins."""
+BUILTINS: dict = {}

@@ -1,0 +1,86 @@
+"""The real int8 TFLite models of tests/data/tflite/ through `npu-sim run` and the API, bit for
+bit against TFLite's reference kernels (their ref-output-0.npy) on every preset; and every bad
+.tflite ends in one line and exit status 2."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npu_sim import api
+from npu_sim.cli import main
+
+DATA = Path(__file__).parent / "data" / "tflite"
+INT8_MODELS = ["audio_example1", "tflite_micro_speech"]
+PRESETS = ["default", "edge-256", "large-8k"]
+
+
+def _info(model):
+    return json.loads((DATA / model / "info.json").read_text())
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("model", INT8_MODELS)
+def test_int8_model_is_bit_exact(model, preset):
+    info = _info(model)
+    x = np.load(DATA / model / "input-0.npy")
+    ref = np.load(DATA / model / "ref-output-0.npy")
+    result = api.run(DATA / model / "model.tflite", preset, inputs={info["inputs"][0]["name"]: x})
+    assert [b.name for b in result.program.inputs] == [i["name"] for i in info["inputs"]]
+    got = result.outputs[info["outputs"][0]["name"]]
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    assert np.array_equal(got, ref)
+    assert result.report.cycles > 0
+
+
+def test_cli_run_takes_tflite_names_and_writes_sanitized_outputs(tmp_path, capsys):
+    model = "tflite_micro_speech"
+    info = _info(model)
+    name = info["inputs"][0]["name"]
+    rc = main(["run", str(DATA / model / "model.tflite"), "--input",
+               f"{name}={DATA / model / 'input-0.npy'}", "--output-dir", str(tmp_path)])
+    assert rc == 0
+    out = tmp_path / f"{info['outputs'][0]['name']}.npy"
+    assert np.array_equal(np.load(out), np.load(DATA / model / "ref-output-0.npy"))
+    assert "tflite_micro_speech" in capsys.readouterr().out
+
+
+def test_cli_compile_then_run_program(tmp_path):
+    prog = tmp_path / "speech.npub"
+    assert main(["compile", str(DATA / "audio_example1" / "model.tflite"), "--config", "edge-256",
+                 "-o", str(prog)]) == 0
+    assert main(["run", str(prog), "--timing-only"]) == 0
+
+
+def _one_line_error(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("cut", [0, 7, 100, 4000, 15000])
+def test_truncated_tflite_is_one_line(tmp_path, capsys, cut):
+    bad = tmp_path / "cut.tflite"
+    bad.write_bytes((DATA / "audio_example1" / "model.tflite").read_bytes()[:cut])
+    err = _one_line_error(capsys, ["run", str(bad), "--timing-only"])
+    assert "cut.tflite" in err
+
+
+def test_corrupted_tflite_is_one_line(tmp_path, capsys):
+    data = bytearray((DATA / "tflite_micro_speech" / "model.tflite").read_bytes())
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        flip = bytearray(data)
+        for i in rng.integers(8, 2000, 40):
+            flip[i] ^= 0xFF
+        bad = tmp_path / "flip.tflite"
+        bad.write_bytes(bytes(flip))
+        assert main(["run", str(bad), "--timing-only"]) in (0, 2)
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) <= 1
+
+
+def test_float_edged_model_is_refused_in_one_line(capsys):
+    err = _one_line_error(capsys, ["run", str(DATA / "image_example1" / "model.tflite")])
+    assert "FLOAT32" in err and "floating point is not supported" in err
