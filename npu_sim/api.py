@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from npu_sim.isa.program import Program
 from . import cache
 from .config import HardwareConfig, config_from_dict, load_config
 from .report import Report, build_report
+from .paths import os_reason, why_unreadable
 from .simulator import Machine, SimResult
 from .verify import verify
 
@@ -55,12 +55,7 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
     program cache (npu_sim/cache.py) unless use_cache is False."""
     if isinstance(model, Graph):
         return _compile(model, config)
-    try:
-        data = Path(model).read_bytes()
-    except IsADirectoryError:
-        raise ModelError(f"{model}: is a directory, expected a .tosa file") from None
-    except OSError as exc:
-        raise ModelError(f"{model}: cannot read ({_os_reason(exc)})") from None
+    data = _read_file(model, "a .tosa file", ((4, b"TOSA"), (4, b"TFL3")))
     k = cache.key(data, config) if use_cache else None
     program = cache.load(k) if k else None
     if program is None:
@@ -101,17 +96,29 @@ def save_program(program: Program, path: str | os.PathLike):
 def load_program(path: str | os.PathLike) -> Program:
     """A program from a .npub file: checksums verified, then its whole structure
     (npu_sim/verify.py), so a damaged or foreign program fails here, never mid-run."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read ({_os_reason(exc)})") from None
-    program = decode(data, str(path))
+    program = decode(_read_file(path, "a .npub program", ((0, b"NPUB"),)), str(path))
     verify(program, _embedded_config(program, str(path)).dma.channels, str(path))
     return program
 
 
-def _os_reason(exc: OSError) -> str:
-    return "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+_HEAD = 64
+
+
+def _read_file(path, expected: str, magics: tuple = ()) -> bytes:
+    """The file's bytes; of a large file without any of the (offset, bytes) `magics`, only its
+    head, which the loader refuses as it would the whole, without reading gigabytes first."""
+    why = why_unreadable(path)
+    if why:
+        raise ModelError(f"{path}: {why}, expected {expected}")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD)
+            if magics and os.fstat(f.fileno()).st_size > 16 << 20 and not any(
+                    head[o:o + len(m)] == m for o, m in magics):
+                return head
+            return head + f.read()
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read ({os_reason(exc)})") from None
 
 
 def _embedded_config(program: Program, source: str) -> HardwareConfig:

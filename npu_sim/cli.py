@@ -31,14 +31,14 @@ def _is_program(path: str) -> bool:
 
 def _load_program_or_compile(model: str | None, config_arg: str | None):
     from . import api
+    if model is not None:
+        files.check_model_path(model)
     if model is not None and _is_program(model):
         program = api.load_program(model)
         cfg = api.config_for_program(program, api.load_config(config_arg) if config_arg else None)
         return program, cfg
     cfg = api.load_config(config_arg)
     path = model if model is not None else str(api.default_model())
-    if model is not None:
-        files.check_model_path(model)
     return api.compile_model(path, cfg), cfg
 
 
@@ -54,16 +54,19 @@ def cmd_run(args) -> int:
     result = api.simulate(program, cfg, inputs, timing_only=args.timing_only, seed=args.seed,
                           state=state, check_hazards=args.check_hazards or None)
     report = result.report
-    if args.report:
-        files.write_text(args.report, report.to_json())
-    if args.csv:
-        files.write_text(args.csv, report.layers_csv())
-    if args.trace:
-        from .trace import write_trace
-        trace_size = write_trace(args.trace, program, cfg, result.sim, report, args.trace_coarse)
-    written = [] if args.timing_only else files.write_outputs(result.outputs, Path(args.output_dir))
-    if args.state and not args.timing_only and result.state:
-        files.save_state(result.state, Path(args.state))
+    with files.Staged() as staged:        # every file or none
+        if args.report:
+            staged.text(args.report, report.to_json())
+        if args.csv:
+            staged.text(args.csv, report.layers_csv())
+        if args.trace:
+            from .trace import write_trace
+            trace_size = write_trace(staged.path(args.trace), program, cfg, result.sim, report,
+                                     args.trace_coarse)
+        written = [] if args.timing_only else staged.outputs(result.outputs, Path(args.output_dir))
+        if args.state and not args.timing_only and result.state:
+            staged.state(result.state, args.state)
+        staged.commit()
     sys.stdout.write(report.to_text())
     if args.timeline:
         from .timeline import render_timeline

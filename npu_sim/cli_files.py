@@ -3,7 +3,6 @@ written all or nothing, and paths whose failures name their cause (a symlink loo
 """
 from __future__ import annotations
 
-import errno
 import os
 import tempfile
 import zipfile
@@ -15,19 +14,14 @@ from numpy.lib import format as npy_format
 from npu_sim.isa.errors import InputError, ModelError
 
 from .memory import STORAGE
+from .paths import os_reason, why_unreadable
 
 
 def check_model_path(path: str) -> None:
-    """A model path that exists and is a readable file, or a ModelError saying why not."""
-    try:
-        os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ModelError(f"{path}: a symlink loop") from None
-        if os.path.islink(path):
-            raise ModelError(f"{path}: a dangling symlink (to {os.readlink(path)})") from None
-        raise ModelError(f"{path}: no such file" if exc.errno == errno.ENOENT else
-                         f"{path}: cannot read ({exc.strerror})") from None
+    """A model path that is a readable regular file, or a ModelError saying why not."""
+    why = why_unreadable(path)
+    if why:
+        raise ModelError(f"{path}: {why}")
 
 
 def _header(f, where: str):
@@ -54,11 +48,13 @@ def _expect(shape, dtype, want_shape, want_dtype: str, where: str) -> None:
 
 
 def _open(path: str, where: str):
+    why = why_unreadable(path)
     try:
+        if why:
+            raise InputError(f"{where}: cannot read {path} ({why})")
         return open(path, "rb")
     except OSError as exc:
-        cause = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror
-        raise InputError(f"{where}: cannot read {path} ({cause})") from None
+        raise InputError(f"{where}: cannot read {path} ({os_reason(exc)})") from None
 
 
 def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
@@ -109,24 +105,50 @@ def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
         raise InputError(f"{where}: cannot read as .npz ({' '.join(str(exc).split())[:120]})") from None
 
 
-def save_state(state: dict[str, np.ndarray], path: Path) -> None:
-    tmp = path.with_name(path.name + ".part.npz")
-    try:
-        np.savez(tmp, **state)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+class Staged:
+    """Files written beside their destinations and moved into place together by commit(), so
+    a run that fails at any point leaves none of them, and no staged .part file either."""
 
+    def __init__(self):
+        self.items: list[tuple[Path, Path]] = []
 
-def write_text(path: str, text: str) -> None:
-    """Write a whole file or none of it."""
-    final = Path(path)
-    tmp = final.with_name(f".{final.name}.part")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for tmp, _ in self.items:
+            tmp.unlink(missing_ok=True)
+
+    def path(self, final) -> Path:
+        """Where to write what will become `final`."""
+        final = Path(final)
+        if final.is_dir():
+            raise InputError(f"{final}: is a directory, expected a file to write")
+        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
+        os.close(fd)
+        self.items.append((Path(tmp), final))
+        return Path(tmp)
+
+    def text(self, final, text: str) -> None:
+        self.path(final).write_text(text)
+
+    def outputs(self, outputs: dict[str, np.ndarray], out_dir: Path) -> list[Path]:
+        finals = output_paths(outputs, out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for value, final in zip(outputs.values(), finals):
+            with open(self.path(final), "wb") as f:
+                np.save(f, value, allow_pickle=False)
+        return finals
+
+    def state(self, state: dict[str, np.ndarray], final) -> None:
+        with open(self.path(final), "wb") as f:
+            np.savez(f, **state)
+
+    def commit(self) -> None:
+        while self.items:
+            tmp, final = self.items[0]
+            os.replace(tmp, final)
+            self.items.pop(0)
 
 
 def output_paths(names, out_dir: Path) -> list[Path]:
@@ -143,24 +165,3 @@ def output_paths(names, out_dir: Path) -> list[Path]:
             raise InputError(f"--output-dir: {final} is a directory; the output '{name}' cannot go there")
         paths.append(final)
     return paths
-
-
-def write_outputs(outputs: dict[str, np.ndarray], out_dir: Path) -> list[Path]:
-    """Write every output or none: files appear only after all were written, and no staged
-    .part file survives a failure."""
-    finals = output_paths(outputs, out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staged = []
-    try:
-        for value, final in zip(outputs.values(), finals):
-            fd, tmp = tempfile.mkstemp(prefix=f".{final.stem}.", suffix=".npy.part", dir=out_dir)
-            staged.append(tmp)
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, value, allow_pickle=False)
-        for tmp, final in zip(list(staged), finals):
-            os.replace(tmp, final)
-            staged.remove(tmp)
-    finally:
-        for tmp in staged:
-            os.unlink(tmp)
-    return finals

@@ -7,13 +7,14 @@ file (and the line, where there is one).
 """
 from __future__ import annotations
 
-import errno
 import re
 from pathlib import Path
 
 import yaml
 
 from npu_sim.isa.errors import ConfigError
+
+from .paths import os_reason, why_unreadable
 
 MAX_BYTES = 1 << 20        # a preset is 4 KiB; a sweep with long value lists stays far below this
 MAX_DEPTH = 64             # a config nests 4 levels
@@ -124,15 +125,16 @@ def read_yaml(path: Path, what: str):
     """The YAML document at `path`, with duplicate keys refused; every failure a ConfigError
     that names the file (and the line, for syntax errors)."""
     source = str(path)
+    why = why_unreadable(path)
+    if why == "no such file":
+        raise ConfigError(f"{source}: {what} not found")
+    if why:       # a FIFO would block and /dev/zero never end
+        raise ConfigError(f"{source}: cannot read {what} ({why})")
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: {what} not found") from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:          # ELOOP: "not found" would send the user looking elsewhere
-            raise ConfigError(f"{source}: cannot read {what} (a symlink loop)") from None
-        raise ConfigError(f"{source}: cannot read {what} ({exc.__class__.__name__}: {exc.strerror or exc})") from None
+        raise ConfigError(f"{source}: cannot read {what} ({exc.__class__.__name__}: {os_reason(exc)})") from None
     if len(raw) > MAX_BYTES:
         raise ConfigError(f"{source}: {what} larger than {MAX_BYTES >> 20} MiB; expected a small YAML file")
     try:
