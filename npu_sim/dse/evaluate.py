@@ -9,6 +9,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import multiprocessing
+import signal
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -120,9 +123,55 @@ def evaluate_point(base: str | HardwareConfig, overrides: dict, network: str = "
     return row
 
 
-def evaluate_task(base: HardwareConfig, overrides: dict, network: str, key: str) -> dict:
-    """Worker entry point: like evaluate_point, but the row keeps the key the runner expects."""
-    row = evaluate_point(base, overrides, network)
+class _PointTimeout(BaseException):
+    """Raised by the per-point alarm; not an Exception, so evaluate_point's catch-all for
+    simulator bugs does not record it as one."""
+
+
+def _on_alarm(signum, frame):
+    raise _PointTimeout
+
+
+def _within(timeout_s: float, fn, *args):
+    """fn(*args), or None once it has run timeout_s seconds. In a worker process's main thread
+    an alarm interrupts it; elsewhere (a Dask worker's task thread) it runs in a forked child
+    that is killed."""
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            return fn(*args)
+        except _PointTimeout:
+            return None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=lambda: send.send(fn(*args)), daemon=True)
+    child.start()
+    send.close()
+    try:
+        return receive.recv() if receive.poll(timeout_s) else None
+    except EOFError:            # the child died: report it like a lost worker
+        raise RuntimeError(f"the point's process died (exit {child.exitcode})") from None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+
+
+def evaluate_task(base: HardwareConfig, overrides: dict, network: str, key: str,
+                  timeout_s: float | None = None) -> dict:
+    """Worker entry point: like evaluate_point, but the row keeps the key the runner expects,
+    and a point still running after timeout_s seconds is recorded as failed."""
+    if timeout_s:
+        row = _within(timeout_s, evaluate_point, base, overrides, network)
+        if row is None:
+            return {"key": key, "status": "error", "wall_s": timeout_s,
+                    "error": f"timeout: still simulating after timeout_s = {timeout_s:g} s"}
+    else:
+        row = evaluate_point(base, overrides, network)
     if row["key"] not in (None, key):  # the worker read or built different bytes than the runner
         row.update(status="error", error=f"{network}: the worker's copy of the network differs from the runner's")
     row["key"] = key

@@ -55,6 +55,16 @@ def read_results(path: Path) -> dict[str, dict]:
     return rows
 
 
+def _append(fd: int, row: dict) -> None:
+    """One row, one write() on an O_APPEND descriptor: a kill lands before or after it, so
+    the file never holds half a row written by this process (a torn line from a crash of the
+    machine itself is dropped when read)."""
+    data = (json.dumps(row, default=str) + "\n").encode()
+    written = os.write(fd, data)
+    while written < len(data):           # a short write (a full disk): finish the line
+        written += os.write(fd, data[written:])
+
+
 def _cut_torn_tail(path: Path) -> None:
     """Appending after a line without its newline would corrupt the next row too."""
     data = path.read_bytes()
@@ -112,7 +122,8 @@ def run_sweep(sweep: Sweep, outdir, jobs: int | None = None, scheduler: str | No
     bar = _progress(strategy.total * len(sweep.networks), progress)
     with contextlib.ExitStack() as stack:
         ex = executor or stack.enter_context(make_executor(jobs, scheduler))
-        out = stack.enter_context(path.open("a", encoding="utf-8"))
+        out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        stack.callback(os.close, out)
         if bar is not None:
             stack.callback(bar.close)
         while (designs := strategy.ask()) is not None:
@@ -138,7 +149,7 @@ def _run_batch(sweep, designs, net_ids, done, ex, out, bar, counts, evaluated) -
         for net in sweep.networks:
             key = want[(design, net)] = point_key(sweep.base, net_ids[net], overrides)
             if key not in done and key not in futures.values():  # NSGA-II may ask a design twice
-                futures[ex.submit(evaluate_task, sweep.base, overrides, net, key)] = key
+                futures[ex.submit(evaluate_task, sweep.base, overrides, net, key, sweep.timeout_s)] = key
     if bar is not None:
         bar.update(len(want) - len(futures))  # already in the results file
     fresh = {}
@@ -149,8 +160,7 @@ def _run_batch(sweep, designs, net_ids, done, ex, out, bar, counts, evaluated) -
                 row = fut.result()
             except Exception as exc:  # the worker died or the cluster lost it: record, go on
                 row = {"key": key, "status": "error", "error": f"{type(exc).__name__}: {exc}"[:500]}
-            out.write(json.dumps(row, default=str) + "\n")
-            out.flush()
+            _append(out, row)
             fresh[key] = row
             evaluated.append(key)
             if row["status"] in DONE:

@@ -10,6 +10,7 @@
     objectives: {latency_ms: min, area_mm2: min}
     constraints: ["power_mw <= 300", "latency_ms <= 10"]
     strategy: {kind: random, budget: 20, seed: 0}   # grid | random | nsga2 (budget, seed, population)
+    timeout_s: 600                         # optional: a point still simulating then is recorded as failed
 
 Mistakes are ConfigErrors naming the sweep file and key path, like hardware config errors.
 """
@@ -40,6 +41,9 @@ METRICS = {
 OBJECTIVES = ("latency_ms", "energy_uj", "power_mw", "area_mm2", "edp", "throughput_per_mm2")
 DEFAULT_OBJECTIVES = {"latency_ms": "min", "energy_uj": "min", "area_mm2": "min"}
 STRATEGIES = ("grid", "random", "nsga2")
+MAX_POINTS = 1_000_000          # designs a grid or a budget may ask for: more is a mistake, not a sweep
+MAX_POPULATION = 10_000
+MAX_TIMEOUT_S = 7 * 24 * 3600
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
 _CONSTRAINT_RE = re.compile(r"^\s*([a-z_0-9]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 _FREE_MAPPINGS = ("memories", "energy.memories")  # where an override may add a new key
@@ -96,6 +100,7 @@ class Sweep:
     budget: int | None = None
     seed: int = 0
     population: int = 8
+    timeout_s: float | None = None   # per (design, network) point
 
     @property
     def grid_size(self) -> int:
@@ -143,8 +148,8 @@ def _network(spec, where: str, c: _Checker, root: Path) -> str:
 def sweep_from_dict(data, source: str = "<dict>", root: Path | None = None) -> Sweep:
     c = _Checker(source)
     root = root or Path.cwd()
-    keys = ("name", "base", "networks", "axes", "fixed", "objectives", "constraints", "strategy")
-    top = c.section(data, "", keys, ("name", "fixed", "objectives", "constraints", "strategy"))
+    keys = ("name", "base", "networks", "axes", "fixed", "objectives", "constraints", "strategy", "timeout_s")
+    top = c.section(data, "", keys, ("name", "fixed", "objectives", "constraints", "strategy", "timeout_s"))
     base_spec = c.text(top["base"], "base")
     if re.search(r"[/\\]|\.ya?ml$", base_spec):
         base_spec = str((root / base_spec).resolve())
@@ -220,12 +225,26 @@ def sweep_from_dict(data, source: str = "<dict>", root: Path | None = None) -> S
     budget = c.number(st["budget"], "strategy.budget", integer=True) if "budget" in st else None
     if kind != "grid" and budget is None:
         raise c.fail("strategy.budget", f"the {kind} strategy needs a budget (number of configurations)")
+    if budget is not None and budget > MAX_POINTS:
+        raise c.fail("strategy.budget", f"expected at most {MAX_POINTS:,} configurations, got {budget}")
     seed = c.number(st.get("seed", 0), "strategy.seed", integer=True, zero_ok=True)
+    if seed >= 1 << 32:
+        raise c.fail("strategy.seed", f"expected an integer below 2**32, got {seed}")
     population = c.number(st.get("population", 8), "strategy.population", integer=True)
-    if population < 2:
-        raise c.fail("strategy.population", f"expected at least 2, got {population}")
+    if not 2 <= population <= MAX_POPULATION:
+        raise c.fail("strategy.population", f"expected 2 to {MAX_POPULATION:,}, got {population}")
+    grid = math.prod(len(a.values) for a in axes)
+    if kind == "grid" and grid > MAX_POINTS:
+        raise c.fail("axes", f"a grid of {grid:,} designs (at most {MAX_POINTS:,}); use the random or "
+                             "nsga2 strategy with a budget")
+    timeout = None
+    if "timeout_s" in top:
+        timeout = c.number(top["timeout_s"], "timeout_s")
+        if timeout > MAX_TIMEOUT_S:
+            raise c.fail("timeout_s", f"expected at most {MAX_TIMEOUT_S:,} s (a week), got {timeout}")
     name = c.text(top.get("name", Path(source).stem), "name")
-    return Sweep(source, name, base, networks, axes, dict(fixed), objectives, constraints, kind, budget, seed, population)
+    return Sweep(source, name, base, networks, axes, dict(fixed), objectives, constraints, kind, budget, seed,
+                 population, timeout)
 
 
 def load_sweep(path) -> Sweep:
