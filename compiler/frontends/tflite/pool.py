@@ -46,6 +46,6 @@ def average_pool_2d(L: Lowering):
     up = avg(xin)
     not_x = b.op("BITWISE_NOT", [xin], b.shape_of(xin), "int8")
     down = b.op("BITWISE_NOT", [avg(not_x)], shape, "int8")
-    positive = b.op("GREATER", [up, b.bcast(0, "int8", 4)], shape, "bool")
+    positive = b.op("GREATER", [b.widen(up), b.bcast(0, "int32", 4)], shape, "bool")
     y = b.op("SELECT", [positive, up, down], shape, "int8")
     _finish(L, y)
