@@ -1,0 +1,134 @@
+"""TFLite's data-layout builtins as single-operator models, bit-exact against the reference
+kernels (see tflite_support.py)."""
+import numpy as np
+import pytest
+
+from tflite_support import Model, check, options
+
+Q = (0.05, 3)
+
+
+def _one(op, in_shape, out_shape, consts=(), opts=None, opts_type=None, seed=0, n_out=1,
+         dtype=np.int8):
+    rng = np.random.default_rng(seed)
+    m = Model()
+    x = m.input(in_shape, *Q, dtype=dtype)
+    ins = [x] + [m.const(np.asarray(c), np.asarray(c).dtype.type) for c in consts]
+    outs = [m.output(s, *Q, dtype=dtype) for s in (out_shape if n_out > 1 else [out_shape])]
+    m.op(op, ins, outs, opts, opts_type)
+    check(m, rng)
+
+
+@pytest.mark.parametrize("shapes", [((1, 4, 4, 3), (1, 48)), ((2, 6), (3, 2, 2)), ((1, 1, 5), (5,))])
+def test_reshape(shapes):
+    a, b = shapes
+    _one("RESHAPE", a, b, consts=[np.array(b, np.int32)])
+
+
+def test_squeeze():
+    _one("SQUEEZE", (1, 3, 1, 4), (3, 4), opts=options("SqueezeOptions", squeezeDims=[0, 2]),
+         opts_type="SqueezeOptions")
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_concatenation(axis):
+    rng = np.random.default_rng(axis + 5)
+    m = Model()
+    shapes = [[2, 3, 4], [2, 3, 4], [2, 3, 4]]
+    for s in shapes:
+        s[axis] += int(rng.integers(0, 3))
+    xs = [m.input(s, *Q) for s in shapes]
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    y = m.output(out, *Q)
+    m.op("CONCATENATION", xs, [y], options("ConcatenationOptions", axis=axis),
+         "ConcatenationOptions")
+    check(m, rng)
+
+
+@pytest.mark.parametrize("axis", [0, 2])
+def test_pack_unpack(axis):
+    rng = np.random.default_rng(axis)
+    m = Model()
+    xs = [m.input((3, 4), *Q) for _ in range(3)]
+    shape = [3, 4]
+    shape.insert(axis, 3)
+    y = m.output(shape, *Q)
+    m.op("PACK", xs, [y], options("PackOptions", valuesCount=3, axis=axis), "PackOptions")
+    check(m, rng)
+    _one("UNPACK", shape, [(3, 4)] * 3, opts=options("UnpackOptions", num=3, axis=axis),
+         opts_type="UnpackOptions", n_out=3)
+
+
+@pytest.mark.parametrize("axis,n", [(1, 2), (3, 4)])
+def test_split(axis, n):
+    rng = np.random.default_rng(n)
+    m = Model()
+    a = m.const(np.array([axis], np.int32))
+    x = m.input((1, 4, 6, 8), *Q)
+    shape = [1, 4, 6, 8]
+    shape[axis] //= n
+    ys = [m.output(shape, *Q) for _ in range(n)]
+    m.op("SPLIT", [a, x], ys, options("SplitOptions", numSplits=n), "SplitOptions")
+    check(m, rng)
+
+
+@pytest.mark.parametrize("pads", [[[0, 0], [1, 2], [0, 3], [0, 0]], [[1, 0], [0, 0], [2, 2], [1, 1]]])
+def test_pad_padv2(pads):
+    p = np.array(pads, np.int32)
+    out = tuple(int(d + a + b) for d, (a, b) in zip((1, 3, 4, 2), pads))
+    _one("PAD", (1, 3, 4, 2), out, consts=[p])
+    m = Model()
+    x = m.input((1, 3, 4, 2), *Q)
+    value = m.const(np.array([-7], np.int8), np.int8, scale=Q[0], zp=Q[1])
+    y = m.output(out, *Q)
+    m.op("PADV2", [x, m.const(p), value], [y])
+    check(m, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_mirror_pad(mode):
+    pads = np.array([[0, 0], [2, 1], [1, 2], [0, 0]], np.int32)
+    _one("MIRROR_PAD", (1, 4, 5, 3), (1, 7, 8, 3), consts=[pads],
+         opts=options("MirrorPadOptions", mode=mode), opts_type="MirrorPadOptions")
+
+
+@pytest.mark.parametrize("perm", [(0, 2, 1, 3), (3, 1, 0, 2)])
+def test_transpose(perm):
+    shape = (2, 3, 4, 5)
+    _one("TRANSPOSE", shape, tuple(shape[p] for p in perm), consts=[np.array(perm, np.int32)])
+
+
+def test_slice():
+    _one("SLICE", (2, 5, 6, 3), (1, 3, 4, 3),
+         consts=[np.array([1, 1, 2, 0], np.int32), np.array([1, 3, -1, 3], np.int32)])
+
+
+@pytest.mark.parametrize("case", [
+    ((1, 8, 8, 4), [0, 1, 0, 0], [1, 7, 8, 4], [1, 2, 3, 1], 0, 0, 0, (1, 3, 3, 4)),
+    ((4, 6), [1, -5], [0, 0], [1, 1], 0, 2, 1, (5,)),
+    ((3, 9), [0, 2], [3, 9], [2, 4], 0, 0, 0, (2, 2)),
+])
+def test_strided_slice(case):
+    shape, begin, end, strides, bmask, emask, shrink, out = case
+    _one("STRIDED_SLICE", shape, out, consts=[np.array(v, np.int32) for v in (begin, end, strides)],
+         opts=options("StridedSliceOptions", beginMask=bmask, endMask=emask,
+                      shrinkAxisMask=shrink), opts_type="StridedSliceOptions")
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_gather(axis):
+    rng = np.random.default_rng(axis)
+    shape = (4, 5, 6)
+    idx = rng.integers(0, shape[axis], (3,)).astype(np.int32)
+    out = list(shape)
+    out[axis] = 3
+    _one("GATHER", shape, tuple(out), consts=[idx], opts=options("GatherOptions", axis=axis),
+         opts_type="GatherOptions")
+
+
+def test_depth_to_space_and_back():
+    _one("DEPTH_TO_SPACE", (1, 3, 4, 8), (1, 6, 8, 2),
+         opts=options("DepthToSpaceOptions", blockSize=2), opts_type="DepthToSpaceOptions")
+    _one("SPACE_TO_DEPTH", (1, 6, 8, 2), (1, 3, 4, 8),
+         opts=options("SpaceToDepthOptions", blockSize=2), opts_type="SpaceToDepthOptions")
