@@ -144,7 +144,8 @@ def _compute(cmd: Compute, sizes: list[int], where: str) -> None:
     for name in _REQUIRED.get(cmd.op, ()):
         if name not in cmd.attrs:
             raise ProgramError(f"{where} {cmd.op}: attribute {name} missing")
-    a = {name: _attr(cmd, name, where) for name in cmd.attrs}
+    # a host command carries its TOSA operator's own attributes, not the tile opcodes' ones
+    a = {name: _attr(cmd, name, where) for name in cmd.attrs} if cmd.op != "host" else cmd.attrs
     x = {k: _view(v, sizes, f"{where} {k}") for k, v in cmd.inputs.items()}
     (out_name, out), *_ = [(k, _view(v, sizes, f"{where} {k}")) for k, v in cmd.outputs.items()] or [(None, None)]
     shapes = {k: v.shape for k, v in x.items()}

@@ -259,9 +259,7 @@ def test_arm_runner_drives_the_sut_module(suite, tmp_path):
     cmd = ["tosa_verif_run_tests", "--sut-module", "npu_sim.conformance_sut", "-r", "-t", str(tmp_path),
            "--ref-model-path", ref_model, "-j", "1", "--profile", "tosa-pro-int", "--extension",
            *sorted(EXTENSIONS)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(cs.REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("Totals (npu_sim.conformance_sut)")]
     assert line, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "2 expected_pass, 1 expected_failure, 0 unexpected_pass, 0 unexpected_failure, " \

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+import npu_sim
+
 from npu_sim.compiler.lowering import DMA_MOVES, MICRO_ATTRS, TILE_SPACES
 from npu_sim.compiler.validation import CHECKS, SPECS
 from npu_sim.isa.opcodes import OPCODES
@@ -124,8 +126,10 @@ def test_op_command_points_at_each_entry(name):
     assert text.startswith(f"{name}  family {OPERATORS[name].family}")
     whats = [what for what, _ in entries(name)]
     assert "rules" in whats and ("host evaluation" in whats or OPERATORS[name].engine == "dma")
+    installed = Path(npu_sim.__file__).resolve().parent.parent     # a checkout or site-packages
     for what, where in entries(name):
         path, line = where.split()[0].rsplit(":", 1)
-        source = (REPO / path).read_text().splitlines()[int(line) - 1].lstrip()
+        file = next(p for p in (REPO / path, installed / path) if p.exists())
+        source = file.read_text().splitlines()[int(line) - 1].lstrip()
         assert source.startswith(("def ", "@", "class ", "HOST_OPS", "MICRO_OPS", "FOLDS",
                                   "VECTOR_WORK", "\"")) or f'"{name}"' in source, (what, source)
