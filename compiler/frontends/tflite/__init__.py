@@ -7,7 +7,7 @@ from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 
 from npu_sim.compiler.ir import Graph
 
-from . import elementwise, layout, mac, pool, softmax, unary
+from . import elementwise, layout, mac, pool, reduce, softmax, unary
 from .context import Lowering
 
 BUILTINS = {
@@ -22,7 +22,7 @@ BUILTINS = {
     "MIRROR_PAD": layout.mirror_pad, "TRANSPOSE": layout.transpose, "SLICE": layout.slice_,
     "STRIDED_SLICE": layout.strided_slice, "GATHER": layout.gather,
     "DEPTH_TO_SPACE": layout.depth_to_space, "SPACE_TO_DEPTH": layout.space_to_depth,
-    **elementwise.BUILTINS, **unary.BUILTINS,
+    **elementwise.BUILTINS, **unary.BUILTINS, **reduce.BUILTINS,
 }
 
 
