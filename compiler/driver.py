@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 
+from npu_sim.isa.errors import UnsupportedError
 from npu_sim.isa.opcodes import mac_problem
 from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
@@ -61,13 +62,14 @@ def _main_macs(graph: Graph, step: Step) -> int:
     if op.op == "TRANSPOSE_CONV2D":
         return int(np.prod(t[op.inputs[0]].shape, dtype=np.int64)
                    * np.prod(t[op.inputs[1]].shape[:3], dtype=np.int64))
-    _, m, n, k, _ = array_problems(graph, dataclasses.replace(step, producer=None))[0]
+    _, m, n, k, *_ = array_problems(graph, dataclasses.replace(step, producer=None))[0]
     return m * n * k
 
 
 def array_problems(graph: Graph, step: Step) -> list[list]:
     """What a MAC step asks of the array, whole-layer: [kind, outputs m, channels n,
-    reduction terms k, activation dtype] per operator, as npu_sim.cost.array_cycles maps it.
+    reduction terms k, activation, weight and output dtypes] per operator, as
+    npu_sim.cost.array_cycles maps it.
     The report bounds the layer's compute with it, free of the tiling's quantisation."""
     if step.kind != "mac":
         return []
@@ -75,7 +77,19 @@ def array_problems(graph: Graph, step: Step) -> list[list]:
     problem = mac_problem(OPERATORS[op.op].opcode, t[op.outputs[0]].shape,
                           t[op.inputs[1]].shape, tuple(op.attrs.get("stride", (1, 1)))[-2:])
     return (array_problems(graph, step.producer) if step.producer else []) + [
-        [*problem, t[op.inputs[0]].dtype]]
+        [*problem, t[op.inputs[0]].dtype, t[op.inputs[1]].dtype, t[step.output].dtype]]
+
+
+def _check_precision(graph: Graph, steps, array) -> None:
+    """Refuse a MAC layer whose operand types the array has no pass for (mac_array.precision)."""
+    for step in steps:
+        for s in (step, step.producer) if step.producer else (step,):
+            if s.kind == "mac":
+                act, weight = (graph.tensors[n].dtype for n in s.main.inputs[:2])
+                if f"{act}x{weight}" not in array.precision:
+                    raise UnsupportedError(
+                        f"layer '{s.output}' ({s.main.op}): the MAC array has no {act} x {weight} "
+                        f"(mac_array.precision lists {', '.join(array.precision)})")
 
 
 def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
@@ -84,6 +98,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     fold_constants(graph)
     remove_noop_reshapes(graph)
     steps = fuse_pointwise_producers(graph, plan_steps(graph))
+    _check_precision(graph, steps, config.mac_array)
     for step in steps:
         if step.kind == "mac":
             _add_stage_table(graph, step)
@@ -107,7 +122,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
         return 0.0 if loc is None else memory_cost(loc.mem)
 
     emitter = Emitter()
-    lowering = Lowering(graph, placement, emitter, config.dma.channels, cost_per_byte,
+    lowering = Lowering(graph, placement, emitter, config, cost_per_byte,
                         tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost,
                         handoffs=_handoffs(steps), room_slack=config.schedule.room_slack)
     preloads = plan_prefetch(graph, steps, placement, lowering)

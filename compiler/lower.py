@@ -18,12 +18,12 @@ PRELOAD_CHUNK_CYCLES = 1024       # four simulator bursts: ports are shared at t
 
 
 class Lowering:
-    def __init__(self, graph, placement: Placement, emitter, dma_channels: int,
+    def __init__(self, graph, placement: Placement, emitter, hardware,
                  cost_per_byte, tile_overhead: float, memory_cost=lambda mem: 0.0,
                  handoffs: set[str] = frozenset(), room_slack: float = 1.25):
         self.g, self.p, self.em = graph, placement, emitter
-        self.channels = dma_channels
-        self.ctx = Context(graph, placement.on_chip, cost_per_byte)
+        self.channels = hardware.dma.channels
+        self.ctx = Context(graph, placement.on_chip, cost_per_byte, hardware)
         self.tile_overhead = tile_overhead
         self.memory_cost = memory_cost
         self._plans: dict[tuple, object] = {}

@@ -30,6 +30,11 @@ ATTR = "attr"        # a compile-time constant the compiler folds into command a
 # Engines a step of the operator runs on.
 ENGINES = ("mac", "vector", "dma", "alias", "host", "none")   # none: declares data, no step
 
+# Vector-unit operation classes, each costed per lane from the config (cycles and pJ):
+# add/compare/logical/shift/select, a multiply, a RESCALE (32x32-bit multiply and 64-bit
+# rounding shift), a table lookup, and divide/reciprocal (iterative).
+VECTOR_CLASSES = ("add", "multiply", "rescale", "table", "divide")
+
 
 @dataclass(frozen=True)
 class OperatorDef:
@@ -40,6 +45,7 @@ class OperatorDef:
     opcode: str = ""                             # ISA opcode of its tiles (mac, vector, host)
     variadic: bool = False                       # a list of data inputs (CONCAT, control flow)
     internal: bool = False                       # made by the compiler, never by a frontend
+    op_class: str = ""                           # VECTOR_CLASSES entry of a vector operator
 
     @property
     def operand_names(self) -> tuple[str, ...]:
@@ -65,30 +71,34 @@ _BINARY = ("input1", "input2")
 
 _ROWS = [
     # tensor operators
-    _op("ARGMAX", "tensor_ops", "vector", ("input",), "argmax"),
+    _op("ARGMAX", "tensor_ops", "vector", ("input",), "argmax", op_class="add"),
     _op("AVG_POOL2D", "tensor_ops", "vector", ("input", "input_zp:attr", "output_zp:attr"),
-        "avg_pool2d"),
+        "avg_pool2d", op_class="add"),
     _op("CONV2D", "tensor_ops", "mac", _CONV, "conv2d"),
     _op("CONV3D", "tensor_ops", "mac", _CONV, "conv3d"),
     _op("DEPTHWISE_CONV2D", "tensor_ops", "mac", _CONV, "depthwise_conv2d"),
     _op("TRANSPOSE_CONV2D", "tensor_ops", "mac", _CONV, "transpose_conv2d"),
     _op("MATMUL", "tensor_ops", "mac", ("A", "B", "A_zp:attr", "B_zp:attr"), "matmul"),
-    _op("MAX_POOL2D", "tensor_ops", "vector", ("input",), "max_pool2d"),
+    _op("MAX_POOL2D", "tensor_ops", "vector", ("input",), "max_pool2d", op_class="add"),
     # elementwise: activation, binary, unary, ternary and comparison operators
-    _op("CLAMP", "elementwise", "vector", ("input",), "elementwise"),
-    *(_op(name, "elementwise", "vector", _BINARY, "elementwise") for name in (
+    _op("CLAMP", "elementwise", "vector", ("input",), "elementwise", op_class="add"),
+    *(_op(name, "elementwise", "vector", _BINARY, "elementwise",
+          op_class="divide" if name == "INTDIV" else "add") for name in (
         "ADD", "SUB", "ARITHMETIC_RIGHT_SHIFT", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR",
         "INTDIV", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_LEFT_SHIFT",
         "LOGICAL_RIGHT_SHIFT", "MAXIMUM", "MINIMUM", "EQUAL", "GREATER", "GREATER_EQUAL")),
-    _op("MUL", "elementwise", "vector", _BINARY + ("shift:attr",), "elementwise"),
-    _op("TABLE", "elementwise", "vector", ("input1", "table:const"), "elementwise"),
-    *(_op(name, "elementwise", "vector", ("input1",), "elementwise")
+    _op("MUL", "elementwise", "vector", _BINARY + ("shift:attr",), "elementwise",
+        op_class="multiply"),
+    _op("TABLE", "elementwise", "vector", ("input1", "table:const"), "elementwise",
+        op_class="table"),
+    *(_op(name, "elementwise", "vector", ("input1",), "elementwise", op_class="add")
       for name in ("ABS", "BITWISE_NOT", "CLZ", "LOGICAL_NOT")),
     _op("NEGATE", "elementwise", "vector", ("input1", "input1_zp:attr", "output_zp:attr"),
-        "elementwise"),
-    _op("SELECT", "elementwise", "vector", ("input1", "input2", "input3"), "elementwise"),
+        "elementwise", op_class="add"),
+    _op("SELECT", "elementwise", "vector", ("input1", "input2", "input3"), "elementwise",
+        op_class="add"),
     # reductions, data layout, scatter/gather and image operators
-    *(_op(f"REDUCE_{fn}", "data_layout", "vector", ("input",), "reduce")
+    *(_op(f"REDUCE_{fn}", "data_layout", "vector", ("input",), "reduce", op_class="add")
       for fn in ("ALL", "ANY", "MAX", "MIN", "SUM")),
     _op("CONCAT", "data_layout", "dma", variadic=True),
     _op("PAD", "data_layout", "dma", ("input1", "padding:attr", "pad_const:attr")),
@@ -100,11 +110,12 @@ _ROWS = [
     _op("GATHER", "data_layout", "host", ("values", "indices"), "host"),
     _op("SCATTER", "data_layout", "host", ("values_in", "indices", "input"), "host"),
     _op("RESIZE", "data_layout", "vector",
-        ("input", "scale:attr", "offset:attr", "border:attr"), "resize"),
+        ("input", "scale:attr", "offset:attr", "border:attr"), "resize", op_class="multiply"),
     # type conversion
-    _op("CAST", "conversion", "vector", ("input",), "elementwise"),
+    _op("CAST", "conversion", "vector", ("input",), "elementwise", op_class="add"),
     _op("RESCALE", "conversion", "vector", ("input", "multiplier:const", "shift:const",
-                                            "input_zp:attr", "output_zp:attr"), "elementwise"),
+                                            "input_zp:attr", "output_zp:attr"), "elementwise",
+        op_class="rescale"),
     # data nodes, control flow and variables
     _op("CONST", "control", "none"),
     _op("CONST_SHAPE", "control", "none"),

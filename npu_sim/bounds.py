@@ -7,7 +7,9 @@ buffer does not allow: the attainable bound adds what the hardware itself impose
 the schedule.
 
 - Compute: each MAC layer takes at least the array cycles of its whole-layer problems
-  (cost.array_cycles: a 16-channel reduction on 32 weight-stationary rows fills half of them).
+  (cost.array_cycles: folds with their preload, fill and drain, operand ports and the output
+  stage; a 16-channel reduction on 32 weight-stationary rows fills half of them). Splitting a
+  problem into commands only adds folds, fills and partial-sum traffic.
 - Buffer: each memory streams its bytes in layer order at its bandwidth, at most the whole
   on-chip buffer ahead of the layer that uses them (`stream_cycles`), from the moment its
   first bytes can arrive (a DMA setup and the memory's latency).
@@ -72,8 +74,7 @@ def stream_cycles(compute: list[float], needed: list[float], bytes_per_cycle: fl
 def attainable(layers, config) -> dict:
     """{'cycles', 'bound_by', 'terms'}: the attainable bound and, per memory, the stream bound
     it took the maximum of ('compute' alone when no layer moves external bytes)."""
-    arr = config.mac_array
-    compute = [sum(array_cycles(arr, *p) for p in layer.array_problems) for layer in layers]
+    compute = [sum(array_cycles(config, *p) for p in layer.array_problems) for layer in layers]
     terms = {"compute": float(sum(compute))}
     first = next((i for i, c in enumerate(compute) if c > 0), None)
     for mem in sorted({m for layer in layers for m in layer.min_bytes}):

@@ -29,15 +29,25 @@ def _is_program(path: str) -> bool:
         return False
 
 
-def _load_program_or_compile(model: str | None, config_arg: str | None):
+def _config(config_arg: str | None, sets: list[str] | None):
+    """The --config preset or file with the --set overrides applied, validated like the YAML."""
+    from . import api
+    from .config import parse_overrides
+    cfg = api.load_config(config_arg)
+    return cfg.with_overrides(parse_overrides(sets)) if sets else cfg
+
+
+def _load_program_or_compile(model: str | None, config_arg: str | None,
+                             sets: list[str] | None = None):
     from . import api
     if model is not None:
         files.check_model_path(model)
     if model is not None and _is_program(model):
         program = api.load_program(model)
-        cfg = api.config_for_program(program, api.load_config(config_arg) if config_arg else None)
+        cfg = api.config_for_program(program, _config(config_arg, sets)
+                                     if config_arg or sets else None)
         return program, cfg
-    cfg = api.load_config(config_arg)
+    cfg = _config(config_arg, sets)
     path = model if model is not None else str(api.default_model())
     return api.compile_model(path, cfg), cfg
 
@@ -46,7 +56,7 @@ def cmd_run(args) -> int:
     from . import api
     if args.trace_coarse and not args.trace:
         raise InputError("--trace-coarse: give the trace file with --trace FILE.json")
-    program, cfg = _load_program_or_compile(args.model, args.config)
+    program, cfg = _load_program_or_compile(args.model, args.config, args.set)
     inputs = files.load_inputs(args.input or [], program.inputs)
     state = files.load_state(args.state, program.variables) if args.state else None
     if not args.timing_only:        # refused before anything is written
@@ -80,7 +90,7 @@ def cmd_run(args) -> int:
 
 def cmd_compile(args) -> int:
     from . import api
-    cfg = api.load_config(args.config)
+    cfg = _config(args.config, args.set)
     files.check_model_path(args.model)
     program = api.compile_model(args.model, cfg)
     out = Path(args.output)
@@ -119,6 +129,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"npu-sim: usage error: {text} (see {self.prog} --help)\n")
 
 
+SET_HELP = ("override a config figure, validated like the YAML (repeatable): --set "
+            "mac_array.rows=64 --set sram.size='2 MiB'")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="npu-sim", description="Simulate a TOSA int8 network on a "
                                 "modelled NPU: bit-exact outputs, cycles, energy.")
@@ -127,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("model", nargs="?", help=".tosa or compiled .npub (default: the embedded "
                    "int8 MobileNetV2-224)")
     r.add_argument("--config", help="preset name or YAML path (default: default)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="graph input value (missing inputs get seeded random data)")
     r.add_argument("--output-dir", default="npu-sim-out", help="where output .npy files go "
@@ -150,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile a .tosa model into a program (.npub)")
     c.add_argument("model")
     c.add_argument("--config", help="preset name or YAML path (default: default)")
+    c.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     c.add_argument("-o", "--output", required=True, help="program file to write")
     c.set_defaults(func=cmd_compile)
     d = sub.add_parser("disasm", help="print a compiled program as text")

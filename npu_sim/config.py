@@ -19,15 +19,19 @@ from typing import Any
 
 from npu_sim import configs as _presets
 from npu_sim.isa.errors import ConfigError
+from npu_sim.isa.operators import VECTOR_CLASSES
 
-from .yamlread import read_yaml
+import yaml
+
+from .yamlread import parse_yaml, read_yaml
 
 PRESET_DIR = Path(_presets.__file__).parent     # the repository's configs/, installed as package data
 
 PROFILES = ("PRO-INT",)
 EXTENSIONS = ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND", "EXT-CONTROLFLOW", "EXT-VARIABLE")
 LEVELS = ("8K", "none")
-DATAFLOWS = ("weight_stationary", "output_stationary")
+DATAFLOWS = ("weight_stationary", "output_stationary", "input_stationary")
+PORTS = ("activations", "weights", "outputs")   # the MAC array's operand ports, bytes/cycle
 MAC_DTYPES = ("int8", "int16", "int4")
 # A MAC dtype beyond int8 is only reachable through the TOSA extension that introduces it.
 _DTYPE_EXTENSION = {"int16": "EXT-INT16", "int4": "EXT-INT4"}
@@ -39,12 +43,16 @@ MAX_SIZE = 1 << 64  # addresses are 64-bit
 RANGES: dict[str, tuple[float, float]] = {
     "clock_mhz": (1, 10_000),
     "mac_array.rows": (1, 4096), "mac_array.cols": (1, 4096),
+    "mac_array.precision.*": (1 / 64, 1), "mac_array.ports.*": (0.01, 1 << 30),
+    "mac_array.accumulators": (1, 1 << 24), "mac_array.output_stage": (0.01, 65_536),
+    "vector_unit.cycles_per_lane.*": (0.01, 10_000),
     "vector_unit.lanes": (1, 65_536),
     "sram.size": (MIN_SRAM, 4 << 30), "sram.banks": (1, 1024), "sram.bytes_per_cycle": (1, 65_536),
+    "sram.interleave": (1, 4 << 30),
     "dma.channels": (1, 64), "dma.bytes_per_cycle": (0.01, 65_536), "dma.setup_cycles": (0, 1_000_000),
     "memories.*.size": (1, 1 << 40), "memories.*.bandwidth_gbps": (0.001, 100_000),
     "memories.*.latency_ns": (0, 1_000_000),
-    "energy.mac_pj.*": (0, 10_000), "energy.vector_op_pj": (0, 10_000),
+    "energy.mac_pj.*": (0, 10_000), "energy.vector_op_pj.*": (0, 10_000),
     "energy.sram_read_pj_per_byte": (0, 10_000), "energy.sram_write_pj_per_byte": (0, 10_000),
     "energy.memories.*.read_pj_per_byte": (0, 100_000), "energy.memories.*.write_pj_per_byte": (0, 100_000),
     "energy.dma_pj_per_byte": (0, 10_000), "energy.leakage_mw": (0, 1_000_000),
@@ -68,16 +76,29 @@ class MacArrayConfig:
     rows: int
     cols: int
     dataflow: str
-    dtypes: tuple[str, ...]
+    fold_overlap: bool        # the next fold's preload hides behind the current fold
+    dtypes: tuple[str, ...]   # operand types the PEs implement (area, energy)
+    # "<activation>x<weight>" -> MACs per PE per cycle (1: full rate, 0.5: two passes)
+    precision: dict[str, float] = field(default_factory=lambda: {"int8xint8": 1.0})
+    ports: dict[str, float] = field(default_factory=dict)   # PORTS -> bytes/cycle
+    accumulators: int = 1 << 24   # accumulator entries per column
+    output_stage: float = 1 << 16  # output-stage elements (bias, RESCALE, clamp) per cycle
 
     @property
     def macs_per_cycle(self) -> int:
         return self.rows * self.cols
 
+    def __hash__(self) -> int:
+        return hash(json.dumps(_plain(self), sort_keys=True))
+
 
 @dataclass(frozen=True)
 class VectorUnitConfig:
     lanes: int
+    cycles_per_lane: dict[str, float] = field(default_factory=dict)   # op class -> cycles
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(_plain(self), sort_keys=True))
 
 
 @dataclass(frozen=True)
@@ -85,6 +106,7 @@ class SramConfig:
     size: int
     banks: int
     bytes_per_cycle: float  # per bank
+    interleave: int = 1 << 62  # address-to-bank mapping: bank = addr // interleave % banks
 
     @property
     def bank_size(self) -> int:
@@ -135,7 +157,7 @@ class MemoryEnergy:
 @dataclass(frozen=True)
 class EnergyConfig:
     mac_pj: dict[str, float]
-    vector_op_pj: float
+    vector_op_pj: dict[str, float]   # per op class (isa.operators.VECTOR_CLASSES)
     sram_read_pj_per_byte: float
     sram_write_pj_per_byte: float
     memories: dict[str, MemoryEnergy]
@@ -287,7 +309,9 @@ def _range_key(path: str) -> str:
         index = 1 if parts[0] == "memories" else 2
         if parts[0] == "memories" or parts[1] == "memories":
             parts[index] = "*"
-    if parts[:2] in (["energy", "mac_pj"], ["area", "mac_mm2"]) and len(parts) == 3:
+    if parts[:2] in (["energy", "mac_pj"], ["area", "mac_mm2"], ["energy", "vector_op_pj"],
+                     ["mac_array", "precision"], ["mac_array", "ports"],
+                     ["vector_unit", "cycles_per_lane"]) and len(parts) == 3:
         parts[2] = "*"
     return ".".join(parts)
 
@@ -341,6 +365,11 @@ class _Checker:
             raise self.fail(path, f"expected {side} (range {lo} to {hi}), got {_show(value)}")
         return value
 
+    def flag(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(path, f"expected true or false, got {_show(value)}")
+        return value
+
     def text(self, value: Any, path: str, allow_empty: bool = False) -> str:
         if not isinstance(value, str) or not (value.strip() or allow_empty):
             raise self.fail(path, f"expected a{'' if allow_empty else ' non-empty'} string, got {_show(value)}")
@@ -389,11 +418,28 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
                       extensions=c.subset(t.get("extensions", []), "tosa.extensions", EXTENSIONS),
                       level=c.choice(t.get("level", "8K"), "tosa.level", LEVELS))
 
-    m = c.section(top["mac_array"], "mac_array", ("rows", "cols", "dataflow", "dtypes"))
+    m = c.section(top["mac_array"], "mac_array", ("rows", "cols", "dataflow", "fold_overlap", "dtypes",
+                                                  "precision", "ports", "accumulators", "output_stage"))
+    dtypes = c.subset(m["dtypes"], "mac_array.dtypes", MAC_DTYPES)
+    pairs = tuple(f"{a}x{w}" for a in MAC_DTYPES for w in MAC_DTYPES)
+    prec = c.section(m["precision"], "mac_array.precision", pairs, pairs)
+    if not prec:
+        raise c.fail("mac_array.precision", f"expected at least one operand pair of: {', '.join(pairs)}")
+    for pair in prec:
+        for t in pair.split("x"):
+            # int4 weights may run sign-extended on int8 PEs (no int4 PE of their own)
+            if t not in dtypes and not (t == "int4" and pair.endswith("x" + t) and "int8" in dtypes):
+                raise c.fail(f"mac_array.precision.{pair}", f"{t} is not in mac_array.dtypes {list(dtypes)}")
+    po = c.section(m["ports"], "mac_array.ports", PORTS)
     mac = MacArrayConfig(rows=num(m["rows"], "mac_array.rows", integer=True),
                          cols=num(m["cols"], "mac_array.cols", integer=True),
                          dataflow=c.choice(m["dataflow"], "mac_array.dataflow", DATAFLOWS),
-                         dtypes=c.subset(m["dtypes"], "mac_array.dtypes", MAC_DTYPES))
+                         fold_overlap=c.flag(m["fold_overlap"], "mac_array.fold_overlap"),
+                         dtypes=dtypes,
+                         precision={k: num(prec[k], f"mac_array.precision.{k}") for k in pairs if k in prec},
+                         ports={k: num(po[k], f"mac_array.ports.{k}") for k in PORTS},
+                         accumulators=num(m["accumulators"], "mac_array.accumulators", integer=True),
+                         output_stage=num(m["output_stage"], "mac_array.output_stage"))
     if mac.macs_per_cycle > MAX_MACS:
         raise c.fail("mac_array", f"expected at most {MAX_MACS:,} MACs (rows x cols), got "
                                   f"{mac.rows} x {mac.cols} = {mac.macs_per_cycle:,}")
@@ -403,12 +449,16 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
         if dtype in _DTYPE_EXTENSION and _DTYPE_EXTENSION[dtype] not in tosa.extensions:
             raise c.fail("mac_array.dtypes", f"{dtype} needs {_DTYPE_EXTENSION[dtype]} in tosa.extensions")
 
-    v = c.section(top["vector_unit"], "vector_unit", ("lanes",))
-    vector = VectorUnitConfig(lanes=num(v["lanes"], "vector_unit.lanes", integer=True))
+    v = c.section(top["vector_unit"], "vector_unit", ("lanes", "cycles_per_lane"))
+    cpl = c.section(v["cycles_per_lane"], "vector_unit.cycles_per_lane", VECTOR_CLASSES)
+    vector = VectorUnitConfig(lanes=num(v["lanes"], "vector_unit.lanes", integer=True),
+                              cycles_per_lane={k: num(cpl[k], f"vector_unit.cycles_per_lane.{k}")
+                                               for k in VECTOR_CLASSES})
 
-    s = c.section(top["sram"], "sram", ("size", "banks", "bytes_per_cycle"))
+    s = c.section(top["sram"], "sram", ("size", "banks", "bytes_per_cycle", "interleave"))
     sram = SramConfig(size=c.size(s["size"], "sram.size"), banks=num(s["banks"], "sram.banks", integer=True),
-                      bytes_per_cycle=num(s["bytes_per_cycle"], "sram.bytes_per_cycle"))
+                      bytes_per_cycle=num(s["bytes_per_cycle"], "sram.bytes_per_cycle"),
+                      interleave=c.size(s["interleave"], "sram.interleave"))
     if sram.size % sram.banks:
         raise c.fail("sram.size", f"expected a multiple of sram.banks ({sram.banks}) so banks are equal, "
                                   f"got {sram.size} bytes")
@@ -439,6 +489,7 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
     en = c.section(top["energy"], "energy", ("mac_pj", "vector_op_pj", "sram_read_pj_per_byte",
                                              "sram_write_pj_per_byte", "memories", "dma_pj_per_byte", "leakage_mw"))
     pj = c.section(en["mac_pj"], "energy.mac_pj", mac.dtypes, missing="missing entry for a dtype in mac_array.dtypes")
+    vpj = c.section(en["vector_op_pj"], "energy.vector_op_pj", VECTOR_CLASSES)
     em = c.section(en["memories"], "energy.memories", names, missing="missing entry for a memory in memories")
     mem_energy = {}
     for name in names:  # memory order, so to_dict output is stable whatever the YAML order
@@ -448,7 +499,7 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
             write_pj_per_byte=num(e["write_pj_per_byte"], f"energy.memories.{name}.write_pj_per_byte", zero_ok=True))
     energy = EnergyConfig(
         mac_pj={k: num(pj[k], f"energy.mac_pj.{k}", zero_ok=True) for k in mac.dtypes},
-        vector_op_pj=num(en["vector_op_pj"], "energy.vector_op_pj", zero_ok=True),
+        vector_op_pj={k: num(vpj[k], f"energy.vector_op_pj.{k}", zero_ok=True) for k in VECTOR_CLASSES},
         sram_read_pj_per_byte=num(en["sram_read_pj_per_byte"], "energy.sram_read_pj_per_byte", zero_ok=True),
         sram_write_pj_per_byte=num(en["sram_write_pj_per_byte"], "energy.sram_write_pj_per_byte", zero_ok=True),
         memories=mem_energy,
@@ -487,6 +538,23 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
         driver_overhead_us=num(top["driver_overhead_us"], "driver_overhead_us", zero_ok=True), area=area,
         schedule=schedule,
         source=keep_source if keep_source is not None else source)
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` arguments as with_overrides() takes them; each VALUE is read as YAML
+    (64, true, "2 MiB", {int8xint8: 1}), so it is validated like the same text in a file."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {_show(pair)}: expected KEY=VALUE, e.g. mac_array.rows=64")
+        try:
+            value = parse_yaml(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--set {key.strip()}: value {_show(text)} is not YAML "
+                              f"({' '.join(str(e).split())[:80]})") from None
+        out[key.strip()] = value
+    return out
 
 
 def config_from_dict(data: dict, source: str = "<dict>") -> HardwareConfig:

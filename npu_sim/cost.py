@@ -7,25 +7,34 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import dataclasses
+
 from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
+from npu_sim.isa.dtypes import ITEMSIZE
+from npu_sim.isa.errors import UnsupportedError
 from npu_sim.isa.opcodes import mac_problem
 
+from .banks import bank_cycles, banks_of
 from .ops import VECTOR_WORK
+from npu_sim.isa.systolic import array_time, passes
 
 PIPELINE_LATENCY = 8          # vector unit fill/drain cycles per command
-# MAC array fill/drain per command. Held constant rather than growing with rows + cols: the
-# weight registers are double-buffered, so a larger array hides its fill behind the last tile.
-MAC_PIPELINE_LATENCY = 16
 
 
 @dataclass
 class Cost:
     setup: int                 # cycles before the ports are needed (setup, latency, fill)
     busy: int                  # cycles holding the ports
-    ports: tuple[int, ...]     # memory ids held during `busy` (0 = an on-chip bank)
+    ports: tuple[int, ...]     # external memory ids held during `busy`
     macs: int = 0
     elements: int = 0          # vector-unit element operations
     latency: int = 0           # the part of setup that overlaps earlier commands in flight
+    fill: int = 0              # MAC array: preload, fill skew and drain cycles within busy
+    stall: int = 0             # MAC array: cycles of busy waiting for operand delivery
+    vector: dict | None = None # vector unit: op class -> element operations
+    banks: tuple[int, ...] = ()  # on-chip banks the command's views touch
+    bank_cycles: int = 0       # of busy, the cycles its on-chip bytes occupy those banks
+    reread: int = 0            # on-chip bytes read beyond its views' (operands re-streamed)
 
 
 def cmd_dtype(cmd: Compute) -> str:
@@ -33,19 +42,27 @@ def cmd_dtype(cmd: Compute) -> str:
     return next(iter(cmd.inputs.values())).dtype
 
 
-def array_cycles(arr, kind: str, m: int, n: int, k: int, dtype: str = "int8") -> int:
-    """Cycles the MAC array takes for m outputs x n channels x k reduction terms.
+def cmd_weight_dtype(cmd: Compute) -> str:
+    return (cmd.inputs["b"] if cmd.op == "matmul" else cmd.inputs["weights"]).dtype
 
-    Weight-stationary holds a k x n block of weights and streams the m outputs through it;
-    output-stationary holds an m x n block of outputs and streams the k terms. Depthwise
-    ("depthwise": k taps per channel) has no reduction across channels to share, so it is
-    always output-stationary.
-    """
-    if kind == "gemm" and arr.dataflow == "weight_stationary":
-        cycles = math.ceil(k / arr.rows) * math.ceil(n / arr.cols) * m
-    else:
-        cycles = math.ceil(m / arr.rows) * math.ceil(n / arr.cols) * k
-    return cycles * 2 if dtype == "int16" else cycles    # 16-bit activations take two passes
+
+def array_cycles(config, kind: str, m: int, n: int, k: int, dtype: str = "int8",
+                 weight_dtype: str = "int8", out_dtype: str = "int8") -> int:
+    """Least cycles the MAC array takes for m outputs x n channels x k reduction terms
+    (npu_sim/systolic.py), its operand ports and output stage included, with partial sums
+    never spilling: a lower bound of any split of the problem into commands."""
+    arr = dataclasses.replace(config.mac_array, accumulators=1 << 62)
+    sizes = (ITEMSIZE[dtype], ITEMSIZE[weight_dtype], ITEMSIZE[out_dtype])
+    t = array_time(arr, kind, m, n, k, passes(arr, dtype, weight_dtype), sizes, _bank_bpc(config))
+    return max(t.cycles, math.ceil(m * n / arr.output_stage))
+
+
+def _bank_bpc(config) -> float:
+    return config.sram.bytes_per_cycle * config.sram.banks
+
+
+def _views(cmd: Compute) -> list:
+    return list(cmd.inputs.values()) + list(cmd.outputs.values())
 
 
 class CostModel:
@@ -73,33 +90,51 @@ class CostModel:
         # short runs (a channel-sliced NHWC box is many short runs).
         cycles = dst.nbytes / self.cfg.dma.bytes_per_cycle
         for v in (src, dst):
-            if v is not None:
-                moved = v.burst_bytes() if v.mem else v.nbytes
-                cycles = max(cycles, moved / self.mem_bpc[v.mem])
+            if v is not None and v.mem:
+                cycles = max(cycles, v.burst_bytes() / self.mem_bpc[v.mem])
+        banks = banks_of((src, dst), self.cfg.sram)
+        on_chip = sum(v.nbytes for v in (src, dst) if v is not None and not v.mem)
+        occupied = bank_cycles(on_chip, banks, self.cfg.sram)
         latency = self.mem_latency[src.mem] if src is not None else 0
-        ports = tuple(sorted({dst.mem} | ({src.mem} if src is not None else set())))
-        return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(cycles)), ports,
-                    latency=latency)
-
-    def _sram_cycles(self, cmd: Compute) -> int:
-        """A compute engine streams its operands from all banks at once (they sit in
-        different banks), so its bound is the aggregate bandwidth of the buffer."""
-        moved = sum(v.nbytes for v in cmd.inputs.values()) + sum(
-            v.nbytes for v in cmd.outputs.values())
-        return math.ceil(moved / (self.cfg.sram.bytes_per_cycle * self.cfg.sram.banks))
+        ports = tuple(sorted({v.mem for v in (src, dst) if v is not None and v.mem}))
+        return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(cycles), occupied),
+                    ports, latency=latency, banks=banks, bank_cycles=occupied)
 
     def _mac(self, cmd: Compute) -> Cost:
         x = cmd.inputs
+        arr = self.cfg.mac_array
         weights = x["b"] if cmd.op == "matmul" else x["weights"]
-        kind, m, cols, k = mac_problem(cmd.op, next(iter(cmd.outputs.values())).shape,
-                                       weights.shape, tuple(cmd.attrs.get("stride", (1, 1))))
-        busy = max(array_cycles(self.cfg.mac_array, kind, m, cols, k, cmd_dtype(cmd)), self._sram_cycles(cmd), 1)
-        return Cost(MAC_PIPELINE_LATENCY, busy, (0,), macs=m * cols * k)
+        out_name, out = next(iter(cmd.outputs.items()))
+        kind, m, cols, k = mac_problem(cmd.op, out.shape, weights.shape,
+                                       tuple(cmd.attrs.get("stride", (1, 1))))
+        act = cmd_dtype(cmd)
+        if f"{act}x{weights.dtype}" not in arr.precision:
+            raise UnsupportedError(f"command {cmd.id} ({cmd.op}): the MAC array has no "
+                                   f"{act} x {weights.dtype} (mac_array.precision)")
+        sizes = (ITEMSIZE[act], weights.itemsize, out.itemsize)
+        sram = self.cfg.sram
+        banks = banks_of(_views(cmd), sram)
+        # the ports read and write only the banks the operands live in
+        t = array_time(arr, kind, m, cols, k, passes(arr, act, weights.dtype), sizes,
+                       len(banks) * sram.bytes_per_cycle, partial=out_name == "acc_out")
+        busy = t.cycles
+        if out_name == "ofm":       # the output stage takes the finished sums at its own rate
+            busy = max(busy, math.ceil(m * cols / arr.output_stage))
+        unique = sum(v.nbytes for v in _views(cmd))
+        occupied = bank_cycles(max(t.traffic, unique), banks, sram)
+        busy = max(busy, occupied, 1)
+        return Cost(0, busy, (), macs=m * cols * k, fill=t.fill, stall=busy - t.ideal,
+                    banks=banks, bank_cycles=occupied, reread=max(t.traffic - unique, 0))
 
     def _vector(self, cmd: Compute) -> Cost:
         work = VECTOR_WORK[cmd.op](cmd)
-        cycles = math.ceil(work / self.cfg.vector_unit.lanes)
-        return Cost(PIPELINE_LATENCY, max(cycles, self._sram_cycles(cmd), 1), (0,), elements=work)
+        cpl = self.cfg.vector_unit.cycles_per_lane
+        lane_cycles = sum(n * cpl[c] for c, n in work.items())
+        cycles = math.ceil(lane_cycles / self.cfg.vector_unit.lanes)
+        banks = banks_of(_views(cmd), self.cfg.sram)
+        occupied = bank_cycles(sum(v.nbytes for v in _views(cmd)), banks, self.cfg.sram)
+        return Cost(PIPELINE_LATENCY, max(cycles, occupied, 1), (), elements=sum(work.values()),
+                    vector=work, banks=banks, bank_cycles=occupied)
 
     def host_with_work(self, cmd: Compute, elements: int) -> Cost:
         """A host command's cost once its run is known: control flow adds the elements its

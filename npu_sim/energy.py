@@ -22,7 +22,7 @@ class Events:
     traffic: np.ndarray          # [rows, memory id, 2]: bytes read, bytes written
     dma_bytes: np.ndarray        # [rows]: bytes DMA engines moved
     macs: dict[str, np.ndarray]  # activation dtype -> [rows] MACs
-    vector_ops: np.ndarray       # [rows]: vector-unit element operations
+    vector_ops: dict[str, np.ndarray]  # op class -> [rows] vector-unit element operations
     host_cycles: np.ndarray      # [rows]: cycles the host CPU model ran
 
 
@@ -30,8 +30,9 @@ def count_events(program, costs) -> Events:
     rows, mems = len(program.layers) + 1, len(program.memories) + 1
     # Python lists while counting (numpy item updates cost more than the arithmetic).
     traffic = [[0] * (2 * mems) for _ in range(rows)]
-    dma, vector, host = [0] * rows, [0] * rows, [0] * rows
+    dma, host = [0] * rows, [0] * rows
     macs: dict[str, list[int]] = {}
+    vector: dict[str, list[int]] = {}
     for cmd in program.commands:
         row = cmd.layer if 0 <= cmd.layer < rows - 1 else rows - 1
         counts = traffic[row]
@@ -43,14 +44,17 @@ def count_events(program, costs) -> Events:
             dma[row] += cmd.dst.nbytes
         elif cmd.unit == "mac":
             macs.setdefault(cmd_dtype(cmd), [0] * rows)[row] += cost.macs
+            counts[0] += cost.reread        # operands the array streams again read the banks again
         elif cmd.unit == "vector":
-            vector[row] += cost.elements
+            for op_class, n in (cost.vector or {}).items():
+                vector.setdefault(op_class, [0] * rows)[row] += n
         else:
             host[row] += cost.setup + cost.busy
     return Events(np.array(traffic, dtype=np.float64).reshape(rows, mems, 2),
                   np.array(dma, dtype=np.float64),
                   {k: np.array(v, dtype=np.float64) for k, v in macs.items()},
-                  np.array(vector, dtype=np.float64), np.array(host, dtype=np.float64))
+                  {k: np.array(v, dtype=np.float64) for k, v in vector.items()},
+                  np.array(host, dtype=np.float64))
 
 
 def energy_pj(events: Events, config, memory_names: list[str],
@@ -65,6 +69,7 @@ def energy_pj(events: Events, config, memory_names: list[str],
     out["dma"] = events.dma_bytes * e.dma_pj_per_byte
     out["mac_array"] = sum((n * e.mac_pj.get(dtype, max(e.mac_pj.values()))
                             for dtype, n in events.macs.items()), np.zeros(len(out["dma"])))
-    out["vector_unit"] = events.vector_ops * e.vector_op_pj
+    out["vector_unit"] = sum((n * e.vector_op_pj[c] for c, n in events.vector_ops.items()),
+                             np.zeros(len(out["dma"])))
     out["host_cpu"] = events.host_cycles * cycles_to_s * config.cpu_baseline.power_mw * 1e9
     return {k: v for k, v in out.items() if v.any()}

@@ -33,6 +33,8 @@ class LayerRow:
     bytes: dict[str, int]
     energy_uj: float
     roofline_cycles: int
+    mac_fill_cycles: int = 0   # MAC array preload, fill skew and drain within its busy cycles
+    mac_stall_cycles: int = 0  # MAC array cycles waiting for operand ports or the output stage
 
 
 @dataclass
@@ -67,13 +69,15 @@ class Report:
         mems = sorted({m for row in self.layers for m in row.bytes})
         w.writerow(["index", "name", "ops", "unit", "start", "end", "compute_start", "cycles",
                     "span", "macs",
-                    "mac_utilization", "tiles", "commands", "energy_uj", "roofline_cycles"]
+                    "mac_utilization", "tiles", "commands", "energy_uj", "roofline_cycles",
+                    "mac_fill_cycles", "mac_stall_cycles"]
                    + [f"bytes_{m}" for m in mems])
         for r in self.layers:
             w.writerow([r.index, r.name, "+".join(r.ops), r.unit, r.start, r.end,
                         r.compute_start, r.cycles, r.span, r.macs,
                         f"{r.mac_utilization:.4f}", r.tiles, r.commands, f"{r.energy_uj:.4f}",
-                        r.roofline_cycles] + [r.bytes.get(m, 0) for m in mems])
+                        r.roofline_cycles, r.mac_fill_cycles, r.mac_stall_cycles]
+                       + [r.bytes.get(m, 0) for m in mems])
         return buf.getvalue()
 
     def to_text(self, max_layers: int = 12) -> str:
@@ -105,12 +109,12 @@ class Report:
              f"timeInDriver {self.timing['timeInDriver']:,} ns"]
         if self.layers:
             L.append(f"  {'layer':<34}{'ops':<28}{'cycles':>10}{'MACs':>13}{'util':>7}"
-                     f"{'uJ':>9}")
+                     f"{'fill':>9}{'stall':>9}{'uJ':>9}")
             top = sorted(self.layers, key=lambda r: -r.cycles)[:max_layers]
             for r in sorted(top, key=lambda r: r.index):
                 L.append(f"  {r.index:>3} {r.name[:29]:<30}{'+'.join(r.ops)[:27]:<28}"
                          f"{r.cycles:>10,}{r.macs:>13,}{r.mac_utilization:>7.1%}"
-                         f"{r.energy_uj:>9.3f}")
+                         f"{r.mac_fill_cycles:>9,}{r.mac_stall_cycles:>9,}{r.energy_uj:>9.3f}")
             if len(self.layers) > max_layers:
                 L.append(f"  ({len(self.layers) - max_layers} shorter layers not shown; see the "
                          "JSON or CSV report)")
@@ -180,9 +184,14 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
                 computing[cmd.layer].append(cmd.id)
     frontier = 0
     mac_busy = np.zeros(n_layers)
+    mac_fill = [0] * n_layers
+    mac_stall = [0] * n_layers
     for cmd in program.commands:
         if getattr(cmd, "unit", "") == "mac" and 0 <= cmd.layer < n_layers:
-            mac_busy[cmd.layer] += sim.costs[cmd.id].busy
+            c = sim.costs[cmd.id]
+            mac_busy[cmd.layer] += c.busy
+            mac_fill[cmd.layer] += c.fill
+            mac_stall[cmd.layer] += c.stall
     for i, layer in enumerate(program.layers):
         ids = by_layer[i]
         s = int(sim.start[ids].min()) if ids else 0
@@ -199,7 +208,7 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
                              layer.tiles, len(ids), layer_bytes[i],
                              float(layer_energy[i]) * 1e-6
                              + config.energy.leakage_mw * 1e-3 * advance / clock_hz * 1e6,
-                             int(np.ceil(max(terms)))))
+                             int(np.ceil(max(terms))), mac_fill[i], mac_stall[i]))
     npu_ops = sum(len(l.ops) for l in program.layers if l.unit != "host")
     host_ops = sum(len(l.ops) for l in program.layers if l.unit == "host")
     return Report(

@@ -1,10 +1,11 @@
 """The machine in time: each engine is a simpy process that runs its commands in order.
 
 An engine waits for a command's dependencies and its setup (issued back to back, with memory
-latency overlapping the commands in flight), holds the memory ports it needs for the transfer
-or compute time (ports are shared resources, so DMA and compute contend for bandwidth), then
-applies the command to the modelled memories. One simpy timeout
-per command: never per cycle.
+latency overlapping the commands in flight), holds the external memory ports it needs for its
+transfer time and the on-chip banks its views touch (npu_sim/banks.py) for the cycles its
+on-chip bytes occupy them, then applies the command to the modelled memories. Ports and banks
+are one-port simpy resources, so engines sharing them slow each other. A few simpy events per
+command (its bursts): never per cycle.
 """
 from __future__ import annotations
 
@@ -91,11 +92,8 @@ class Machine:
         # A command's completion event exists only once something has to wait for it.
         done: list[simpy.Event | None] = [None] * n
         finished = [False] * n
-        ports = [simpy.Resource(env, capacity=self.config.sram.banks)] + [
-            simpy.Resource(env, capacity=1) for _ in self.program.memories]
-        # With at least one bank per engine the on-chip banks never make anyone wait, and
-        # their port need not be requested at all (two fewer events per command).
-        banks_suffice = self.config.sram.banks >= len(self.engines)
+        ports = [None] + [simpy.Resource(env, capacity=1) for _ in self.program.memories]
+        banks = [simpy.Resource(env, capacity=1) for _ in range(self.config.sram.banks)]
 
         def engine(cmds):
             issued = 0             # when the engine's front end finished the previous command
@@ -123,24 +121,35 @@ class Machine:
                 ready = max([end[d] for d in deps]) if deps else 0
                 issued = max(ready, issued) + c.setup - c.latency
                 wait = max(issued + c.latency - now, 0)
-                contended = [p for p in c.ports if p or not banks_suffice]
-                if not contended:
+                if not c.ports and not c.bank_cycles:
                     yield env.timeout(wait + c.busy)
                 else:
                     if wait:
                         yield env.timeout(wait)
-                    # Long transfers hold the ports burst by burst, so concurrent transfers
-                    # share the bandwidth instead of queueing behind each other whole.
+                    # Long commands hold their ports and banks burst by burst, so concurrent
+                    # ones share them instead of queueing behind each other whole; each burst
+                    # holds the banks for its share of the bank cycles only. Banks are taken
+                    # before ports, each in id order, so no two commands wait on each other.
                     bursts = min(MAX_BURSTS, max(1, c.busy // BURST_CYCLES))
                     for b in range(bursts):
+                        span = c.busy * (b + 1) // bursts - c.busy * b // bursts
+                        occupy = c.bank_cycles * (b + 1) // bursts - c.bank_cycles * b // bursts
                         held = []
-                        for p in contended:
-                            req = ports[p].request()
+                        for res in ([banks[k] for k in c.banks] if occupy else []) + [
+                                ports[p] for p in c.ports]:
+                            req = res.request()
                             yield req
-                            held.append((p, req))
-                        yield env.timeout(c.busy * (b + 1) // bursts - c.busy * b // bursts)
-                        for p, req in held:
-                            ports[p].release(req)
+                            held.append((res, req))
+                        if occupy and occupy < span:
+                            yield env.timeout(occupy)
+                            for res, req in held[:len(c.banks)]:
+                                res.release(req)
+                            held = held[len(c.banks):]
+                            yield env.timeout(span - occupy)
+                        else:
+                            yield env.timeout(span)
+                        for res, req in held:
+                            res.release(req)
                 if mem is not None and not host_done:
                     execute(cmd, mem)
                 end[i] = env.now

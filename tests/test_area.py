@@ -44,7 +44,8 @@ def test_more_hardware_costs_more_area(overrides, part):
 
 def test_dropping_a_dtype_saves_area():
     base = load_config("edge-256")
-    narrow = base.with_overrides({"mac_array.dtypes": ["int8"], "energy.mac_pj": {"int8": 0.3}})
+    narrow = base.with_overrides({"mac_array.dtypes": ["int8"], "energy.mac_pj": {"int8": 0.3},
+                                  "mac_array.precision": {"int8xint8": 1}})
     assert area_mm2(narrow)["mac_array"] == pytest.approx(256 * 0.00035)
     assert narrow.area.mac_mm2["int16"] == 0.00025  # an unused figure may stay
 

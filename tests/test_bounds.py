@@ -36,15 +36,16 @@ def test_attainable_counts_array_mapping_and_first_latency():
 
     cfg = api.load_config("default")           # 32x32 weight-stationary, DRAM 16 B/cycle
     # 64 outputs x 32 channels x 16 terms: 32 cycles at peak, but 16 terms fill half the
-    # rows, so the array takes 64.
-    conv = Layer("conv", ["CONV2D"], "mac", macs=64 * 32 * 16, min_bytes={"dram": 1600},
+    # rows, so the array streams 64, after a 32-cycle weight preload, with a 62-cycle skew.
+    conv = Layer("conv", ["CONV2D"], "mac", macs=64 * 32 * 16, min_bytes={"dram": 3200},
                  array_problems=[["gemm", 64, 32, 16, "int8"]])
     reach = attainable([conv], cfg)
-    assert reach["terms"]["compute"] == 64
-    # 1600 B take 100 cycles, after a DMA setup and DRAM's latency.
+    assert reach["terms"]["compute"] == 32 + 64 + 62
+    # 3200 B take 200 cycles, after a DMA setup and DRAM's latency.
     latency = cfg.dma.setup_cycles + cfg.memory_latency_cycles("dram")
-    assert reach == {"cycles": 100 + latency, "bound_by": "dram",
-                     "terms": {"compute": 64, "dram": 100 + latency}}
+    assert reach == {"cycles": 200 + latency, "bound_by": "dram",
+                     "terms": {"compute": 158, "dram": 200 + latency}}
     # A layer with nothing to load computes from the start.
     first = Layer("pad", ["CONV2D"], "mac", array_problems=[["gemm", 320, 32, 32, "int16"]])
-    assert attainable([first, conv], cfg)["terms"]["dram"] == 2 * 320 + 64
+    # int16 x int8 streams twice: 32 + 2 * 320 + 62, then the conv's 158
+    assert attainable([first, conv], cfg)["terms"]["dram"] == 32 + 2 * 320 + 62 + 158

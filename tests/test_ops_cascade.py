@@ -17,8 +17,9 @@ CASES = [
     # (n, h, w, ic, c, m, k, stride, dil, max_pad, producer clamp, dw mode, split on 2 KiB)
     (1, 16, 12, 8, 24, 1, (3, 3), (1, 1), (1, 1), 1, True, "clamp", ("oh", "c")),
     (1, 15, 13, 6, 20, 1, (3, 3), (2, 2), (1, 1), 1, False, "rescale", ("oh", "c")),
-    # 7 channels: channel slices would be 7-byte runs, so 2 KiB splits batch and columns
-    (2, 9, 11, 5, 7, 2, (3, 2), (1, 2), (2, 1), 3, True, "rescale", ("n", "ow")),
+    # 7 channels: channel slices would be 7-byte runs, so 2 KiB splits columns (each tile's
+    # array fill makes a batch split cost more than the narrower column tiles it saves)
+    (2, 9, 11, 5, 7, 2, (3, 2), (1, 2), (2, 1), 3, True, "rescale", ("ow",)),
     (1, 4, 3, 8, 96, 2, (3, 3), (1, 1), (1, 1), 1, True, "rescale", ("c",)),
     (1, 20, 9, 16, 40, 1, (5, 5), (2, 1), (1, 1), 2, False, "clamp", ("oh", "c")),
 ]

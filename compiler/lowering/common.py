@@ -17,6 +17,7 @@ import numpy as np
 
 from npu_sim.isa.operators import OPERATORS, names
 from npu_sim.isa.registry import Registry
+from npu_sim.isa.systolic import array_time
 
 from ..ir import Graph, itemsize
 from ..tiling import Operand, window
@@ -48,29 +49,24 @@ def operand(op, name: str) -> str:
 
 
 class Context:
-    """What the families need from placement: residency and memory cost of each tensor."""
+    """What the families need from placement (residency and memory cost of each tensor) and
+    from the configured hardware (the MAC array, its ports and accumulators, the lanes)."""
 
-    # Tiling balances transfers against compute on a fixed reference array and vector unit,
-    # not the configured ones: a program's tiles then depend only on the buffer and memories,
-    # so a larger MAC array or vector unit runs the same program and never costs cycles.
-    REF_ROWS = REF_COLS = 32
-    REF_LANES = 64
-
-    def __init__(self, graph, on_chip, cost_per_byte):
+    def __init__(self, graph, on_chip, cost_per_byte, hardware):
         self.graph, self._on_chip, self._cost = graph, on_chip, cost_per_byte
+        self.array = hardware.mac_array
+        self.lanes = hardware.vector_unit.lanes
+        self.bank_bpc = hardware.sram.bytes_per_cycle * hardware.sram.banks
 
     def mac_work(self, problem) -> float:
-        """Reference-array cycles of a tile's (kind, m, n, k) problem (isa.opcodes.mac_problem),
-        quantised like an array: a 2-channel tile still occupies every column. GEMMs run
-        weight-stationary; depthwise has no reduction across channels to share, so it runs
-        output-stationary."""
-        kind, m, n, k = problem
-        if kind == "depthwise":
-            return math.ceil(m / self.REF_ROWS) * math.ceil(n / self.REF_COLS) * k
-        return math.ceil(k / self.REF_ROWS) * math.ceil(n / self.REF_COLS) * m
+        """Array cycles of a tile's (kind, m, n, k) problem (isa.opcodes.mac_problem) on the
+        configured array, as the machine charges them (isa/systolic.py, int8 operands): folds
+        quantised to the array, each tile's fill and drain, operand ports, partial sums that
+        overflow the accumulators."""
+        return array_time(self.array, *problem, bank_bpc=self.bank_bpc).cycles
 
     def vector_work(self, *factors) -> float:
-        return math.prod(factors) / self.REF_LANES
+        return math.prod(factors) / self.lanes
 
     def operand(self, role, tensor, depends, box, dtype=None):
         t = self.graph.tensors[tensor]

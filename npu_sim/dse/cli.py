@@ -15,6 +15,8 @@ def cmd_dse(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"-j {args.jobs}: expected at least 1 worker process")
     sweep = load_sweep(args.sweep)
+    if args.set:
+        sweep = with_sets(sweep, args.set)
     outdir = Path(args.output_dir or f"dse-{Path(args.sweep).stem}")
     t0 = time.perf_counter()
     result = run_sweep(sweep, outdir, jobs=args.jobs, scheduler=args.scheduler, resume=args.resume,
@@ -31,6 +33,20 @@ def cmd_dse(args) -> int:
     return 0
 
 
+def with_sets(sweep, sets: list[str]):
+    """The sweep with --set overrides added to its fixed ones, checked against the base config."""
+    import dataclasses
+
+    from ..config import parse_overrides
+    extra = parse_overrides(sets)
+    for key in extra:
+        if any(key in axis.keys for axis in sweep.axes):
+            raise ConfigError(f"--set {key}: the sweep varies it (axes)")
+    fixed = {**sweep.fixed, **extra}
+    sweep.base.with_overrides(fixed)           # refused here, not point by point
+    return dataclasses.replace(sweep, fixed=fixed)
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("dse", help="design-space exploration: sweep configs over networks, "
                               "Pareto front, plots and a report")
@@ -44,6 +60,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("-o", "--output-dir", metavar="OUTDIR", help="where results, tables, plots and the "
                    "report go (default: dse-<sweep file name>)")
     p.add_argument("--no-plots", action="store_true", help="skip the matplotlib plots")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a figure of "
+                   "every design, like the sweep's fixed section (repeatable; not an axis key)")
     bar = p.add_mutually_exclusive_group()
     bar.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     bar.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")

@@ -4,7 +4,8 @@ Keyed by ISA opcode (isa/opcodes.py), what the engines run per tile command:
   MAC_KERNELS     MAC opcode -> accumulate(x, attrs): the exact sums of a tile (the output
                   stage that follows is common to all of them, npu_sim/execute.py)
   VECTOR_KERNELS  vector opcode -> run(x, attrs, out): writes the tile's result into `out`
-  VECTOR_WORK     vector opcode -> work(cmd): the element operations the vector unit performs
+  VECTOR_WORK     vector opcode -> work(cmd): the element operations the vector unit performs,
+                  {op class: count}, each operator's class from its row (isa/operators.py)
 Keyed by TOSA operator (isa/operators.py):
   MICRO_OPS       elementwise operator -> run(args, tables, micro, dtype), one micro-op of a
                   vector-unit chain
@@ -31,6 +32,11 @@ VECTOR_KERNELS = Registry("vector kernel", _opcodes("vector"))
 VECTOR_WORK = Registry("vector-unit cost", _opcodes("vector"))
 MICRO_OPS = Registry("vector micro-op", ELEMENTWISE)
 HOST_OPS = Registry("host evaluation", OPERATORS)
+
+
+def classed(operator: str, count: int) -> dict[str, int]:
+    """`count` element operations of `operator`'s class."""
+    return {OPERATORS[operator].op_class: int(count)}
 
 
 class HostCall(NamedTuple):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import datapath as dp
-from .common import HOST_OPS, VECTOR_KERNELS, VECTOR_WORK, HostCall
+from .common import HOST_OPS, VECTOR_KERNELS, VECTOR_WORK, HostCall, classed
 
 _COMBINE = {"REDUCE_SUM": np.add, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum,
             "REDUCE_ALL": np.logical_and, "REDUCE_ANY": np.logical_or}
@@ -30,13 +30,14 @@ def resize(x: dict, a: dict, out: np.ndarray):
                          in_size=a["in_size"], out_dtype=out.dtype)
 
 
-VECTOR_WORK.register("reduce")(lambda cmd: cmd.inputs["in0"].count)
+VECTOR_WORK.register("reduce")(lambda cmd: classed(cmd.attrs["fn"], cmd.inputs["in0"].count))
 
 
 @VECTOR_WORK.register("resize")
-def resize_work(cmd) -> int:
+def resize_work(cmd) -> dict:
     """Bilinear interpolation reads and weighs four input pixels per output."""
-    return next(iter(cmd.outputs.values())).count * (4 if cmd.attrs["mode"] == "BILINEAR" else 1)
+    count = next(iter(cmd.outputs.values())).count
+    return classed("RESIZE", count * (4 if cmd.attrs["mode"] == "BILINEAR" else 1))
 
 
 # ---- host evaluation ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import numpy as np
 from npu_sim.isa.dtypes import STORAGE
 
 from .. import datapath as dp
-from .common import HOST_OPS, MICRO_OPS, VECTOR_KERNELS, VECTOR_WORK, HostCall
+from .common import HOST_OPS, MICRO_OPS, VECTOR_KERNELS, VECTOR_WORK, HostCall, classed
 
 # Binary, unary, ternary and comparison operators that dp.elementwise computes; their only
 # attributes are MUL's shift, ARITHMETIC_RIGHT_SHIFT's round and NEGATE's zero points.
@@ -33,9 +33,14 @@ def run_program(x: dict, a: dict, out: np.ndarray):
 
 
 @VECTOR_WORK.register("elementwise")
-def program_work(cmd) -> int:
-    """One pass over the tile per micro-op."""
-    return next(iter(cmd.outputs.values())).count * len(json.loads(cmd.attrs["program"]))
+def program_work(cmd) -> dict:
+    """One pass over the tile per micro-op, of that micro-op's operator's class."""
+    count = next(iter(cmd.outputs.values())).count
+    work: dict[str, int] = {}
+    for u in json.loads(cmd.attrs["program"]):
+        for c, n in classed(u["fn"], count).items():
+            work[c] = work.get(c, 0) + n
+    return work
 
 
 def _direct(fn: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import datapath as dp
-from .common import HOST_OPS, MAC_KERNELS, VECTOR_KERNELS, VECTOR_WORK, HostCall
+from .common import HOST_OPS, MAC_KERNELS, VECTOR_KERNELS, VECTOR_WORK, HostCall, classed
 
 
 @MAC_KERNELS.register("conv2d")
@@ -55,14 +55,15 @@ def argmax(x: dict, a: dict, out: np.ndarray):
 
 
 @VECTOR_WORK.register("avg_pool2d", "max_pool2d")
-def pool_work(cmd) -> int:
+def pool_work(cmd) -> dict:
     """One lane operation per window element of every output."""
-    return next(iter(cmd.outputs.values())).count * int(np.prod(cmd.attrs["kernel"]))
+    return classed(cmd.op.upper(),
+                   next(iter(cmd.outputs.values())).count * int(np.prod(cmd.attrs["kernel"])))
 
 
 @VECTOR_WORK.register("argmax")
-def argmax_work(cmd) -> int:
-    return cmd.inputs["in0"].count
+def argmax_work(cmd) -> dict:
+    return classed("ARGMAX", cmd.inputs["in0"].count)
 
 
 # ---- host evaluation ---------------------------------------------------------------------------
