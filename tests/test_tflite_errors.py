@@ -1,0 +1,92 @@
+"""Bad .tflite models end in one line naming the problem and exit status 2: an unsupported
+builtin or custom operator (with its index), a dynamic shape, a float model, a missing extra."""
+import builtins
+
+import numpy as np
+import pytest
+import ai_edge_litert.schema_py_generated as S
+
+from npu_sim import api
+from npu_sim.cli import main
+from npu_sim.isa.errors import NpuSimError
+from tflite_support import Model, options
+
+
+def _write(tmp_path, m: Model, name="bad.tflite"):
+    path = tmp_path / name
+    path.write_bytes(m.serialize())
+    return str(path)
+
+
+def _fails(capsys, path, *words):
+    assert main(["run", path, "--timing-only"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, err
+    return err
+
+
+def _relu_then(op_name, m=None):
+    m = m or Model()
+    x = m.input((1, 8), 0.05, 0)
+    mid = m.tensor((1, 8), np.int8, 0.05, 0)
+    y = m.output((1, 8), 0.05, 0)
+    m.op("RELU", [x], [mid])
+    m.op(op_name, [mid], [y])
+    return m
+
+
+def test_unsupported_builtin_is_named_with_its_index(tmp_path, capsys):
+    _fails(capsys, _write(tmp_path, _relu_then("CUMSUM")), "operator #1 CUMSUM", "not supported")
+
+
+def test_custom_op_is_named_with_its_index(tmp_path, capsys):
+    m = _relu_then("RELU")
+    m.codes.append((S.BuiltinOperator.CUSTOM, "CUSTOM"))
+    m.ops[1].opcodeIndex = len(m.codes) - 1
+    blob = m.serialize()
+    m2 = S.ModelT.InitFromPackedBuf(blob, 0)
+    m2.operatorCodes[-1].customCode = "MyFancyOp"
+    import flatbuffers
+    b = flatbuffers.Builder(1024)
+    b.Finish(m2.Pack(b), file_identifier=b"TFL3")
+    path = tmp_path / "custom.tflite"
+    path.write_bytes(bytes(b.Output()))
+    _fails(capsys, str(path), "operator #1 custom op 'MyFancyOp'")
+
+
+def test_dynamic_shape(tmp_path, capsys):
+    m = _relu_then("RELU")
+    m.tensors[0].shapeSignature = [1, -1]
+    _fails(capsys, _write(tmp_path, m), "dynamic shape", "in0")
+
+
+def test_float32_model_on_an_integer_config(tmp_path, capsys):
+    m = Model()
+    x = m.input((1, 4), None, None, dtype=np.float32)
+    w = m.const(np.ones((3, 4)), np.float32)
+    y = m.output((1, 3), None, None, dtype=np.float32)
+    m.op("FULLY_CONNECTED", [x, w, -1], [y], options("FullyConnectedOptions"),
+         "FullyConnectedOptions")
+    _fails(capsys, _write(tmp_path, m), "FLOAT32", "floating point is not supported")
+
+
+def test_not_a_tflite_file(tmp_path, capsys):
+    path = tmp_path / "empty.tflite"
+    path.write_bytes(b"\0" * 64)
+    _fails(capsys, str(path), "not a TFLite flatbuffer")
+
+
+def test_missing_extra_names_it(tmp_path, monkeypatch):
+    real_import = builtins.__import__
+
+    def no_tflite(name, *args, **kwargs):
+        if name == "tflite" or name.startswith("tflite."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tflite)
+    with pytest.raises(NpuSimError, match=r"npu-sim\[tflite\]"):
+        api.compile_model(_write(tmp_path, _relu_then("RELU"), "ok.tflite"),
+                          api.load_config("default"), use_cache=False)
