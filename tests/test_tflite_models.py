@@ -84,3 +84,11 @@ def test_corrupted_tflite_is_one_line(tmp_path, capsys):
 def test_float_edged_model_is_refused_in_one_line(capsys):
     err = _one_line_error(capsys, ["run", str(DATA / "image_example1" / "model.tflite")])
     assert "FLOAT32" in err and "floating point is not supported" in err
+
+
+def test_dse_point_takes_a_tflite_network():
+    from npu_sim.dse import evaluate_point
+    row = evaluate_point("edge-256", {"sram.size": "96 KiB"},
+                         str(DATA / "audio_example1" / "model.tflite"))
+    assert row["status"] == "ok", row["error"]
+    assert row["network"] == "model.tflite" and row["cycles"] > 0

@@ -59,9 +59,8 @@ def network_bytes(spec: str) -> bytes:
 @functools.lru_cache(maxsize=16)
 def _network_graph(spec: str):
     """The loaded graph of a network, kept per process: each point compiles a copy of it
-    (parsing the flatbuffer took a fifth of a small network's point)."""
-    from npu_sim.compiler.loader import load_bytes
-    return load_bytes(network_bytes(spec), spec)
+    (parsing the flatbuffer took a fifth of a small network's point). A .tosa or a .tflite."""
+    return api.load_graph(network_bytes(spec), spec)
 
 
 def network_id(spec: str) -> str:
