@@ -138,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "modelled NPU: bit-exact outputs, cycles, energy.")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="compile (if needed) and simulate a model")
-    r.add_argument("model", nargs="?", help=".tosa or compiled .npub (default: the embedded "
-                   "int8 MobileNetV2-224)")
+    r.add_argument("model", nargs="?", help=".tosa, .tflite or compiled .npub (default: the "
+                   "embedded int8 MobileNetV2-224)")
     r.add_argument("--config", help="preset name or YAML path (default: default)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
@@ -162,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "program's dependencies order every two commands touching the same bytes "
                    "(also NPU_SIM_CHECK_HAZARDS=1)")
     r.set_defaults(func=cmd_run)
-    c = sub.add_parser("compile", help="compile a .tosa model into a program (.npub)")
+    c = sub.add_parser("compile", help="compile a .tosa or .tflite model into a program "
+                       "(.npub)")
     c.add_argument("model")
     c.add_argument("--config", help="preset name or YAML path (default: default)")
     c.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
