@@ -89,7 +89,10 @@ def test_planning_for_the_configured_array_beats_a_program_tiled_for_another(edg
 
 @pytest.mark.parametrize("config,overrides", [
     ("default", {}), ("edge-256", {}), ("large-8k", {}),
-    ("default", {"sram.size": "64 KiB"}), ("edge-256", {"sram.size": "24 KiB"})])
+    ("default", {"sram.size": "64 KiB"}), ("edge-256", {"sram.size": "24 KiB"}),
+    ("default", {"mac_array.dataflow": "output_stationary"}),
+    ("edge-256", {"mac_array.dataflow": "input_stationary", "mac_array.fold_overlap": False}),
+    ("edge-256", {"sram.interleave": "12 KiB", "mac_array.ports.activations": 8})])
 def test_never_faster_than_the_bounds(config, overrides):
     report = _cycles(api.load_config(config).with_overrides(overrides))
     reach = report.roofline["attainable"]
