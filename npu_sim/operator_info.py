@@ -98,7 +98,8 @@ def describe(name: str) -> str:
     operands = ", ".join(f"{n} ({r})" for n, r in row.operands) or (
         "a list of tensors" if row.variadic else "none")
     lines = [f"{key}  family {row.family}, runs on {row.engine}"
-             + (f" as opcode {row.opcode}" if row.opcode else ""),
+             + (f" as opcode {row.opcode}" if row.opcode else "")
+             + (f", vector op class {row.op_class}" if row.op_class else ""),
              f"  operands   {operands}",
              f"  dtypes     {_dtypes(SPECS.get(key))}"]
     lines += [f"  {what:<34} {where}" for what, where in entries(key)]
