@@ -25,8 +25,11 @@ def test_reshape(shapes):
     _one("RESHAPE", a, b, consts=[np.array(b, np.int32)])
 
 
-def test_squeeze():
-    _one("SQUEEZE", (1, 3, 1, 4), (3, 4), opts=options("SqueezeOptions", squeezeDims=[0, 2]),
+@pytest.mark.parametrize("shapes", [((1, 3, 1, 4), (3, 4), [0, 2]), ((2, 1, 5), (2, 5), [1]),
+                                    ((1, 1, 1, 6), (6,), [])])
+def test_squeeze(shapes):
+    a, b, dims = shapes
+    _one("SQUEEZE", a, b, opts=options("SqueezeOptions", squeezeDims=dims),
          opts_type="SqueezeOptions")
 
 
@@ -99,9 +102,11 @@ def test_transpose(perm):
     _one("TRANSPOSE", shape, tuple(shape[p] for p in perm), consts=[np.array(perm, np.int32)])
 
 
-def test_slice():
-    _one("SLICE", (2, 5, 6, 3), (1, 3, 4, 3),
-         consts=[np.array([1, 1, 2, 0], np.int32), np.array([1, 3, -1, 3], np.int32)])
+@pytest.mark.parametrize("case", [((2, 5, 6, 3), [1, 1, 2, 0], [1, 3, -1, 3], (1, 3, 4, 3)),
+                                  ((7, 9), [2, 0], [4, 9], (4, 9)), ((4, 4, 4), [0, 3, 1], [-1, 1, 2], (4, 1, 2))])
+def test_slice(case):
+    shape, begin, size, out = case
+    _one("SLICE", shape, out, consts=[np.array(begin, np.int32), np.array(size, np.int32)])
 
 
 @pytest.mark.parametrize("case", [
@@ -127,8 +132,10 @@ def test_gather(axis):
          opts_type="GatherOptions")
 
 
-def test_depth_to_space_and_back():
-    _one("DEPTH_TO_SPACE", (1, 3, 4, 8), (1, 6, 8, 2),
-         opts=options("DepthToSpaceOptions", blockSize=2), opts_type="DepthToSpaceOptions")
-    _one("SPACE_TO_DEPTH", (1, 6, 8, 2), (1, 3, 4, 8),
-         opts=options("SpaceToDepthOptions", blockSize=2), opts_type="SpaceToDepthOptions")
+@pytest.mark.parametrize("n,h,w,c,s", [(1, 3, 4, 8, 2), (2, 2, 3, 18, 3), (1, 4, 4, 4, 2)])
+def test_depth_to_space_and_back(n, h, w, c, s):
+    small, big = (n, h, w, c), (n, h * s, w * s, c // (s * s))
+    _one("DEPTH_TO_SPACE", small, big,
+         opts=options("DepthToSpaceOptions", blockSize=s), opts_type="DepthToSpaceOptions")
+    _one("SPACE_TO_DEPTH", big, small,
+         opts=options("SpaceToDepthOptions", blockSize=s), opts_type="SpaceToDepthOptions")

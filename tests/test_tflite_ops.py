@@ -55,9 +55,12 @@ def test_conv_2d(case):
     _conv(np.random.default_rng(hash(case) % 1000), "CONV_2D", *case)
 
 
-def test_conv_2d_tiled():
+def test_mac_builtins_tiled():
+    """On a 4 KiB buffer the layers split into many tiles."""
     _conv(np.random.default_rng(5), "CONV_2D", (1, 16, 16, 16), (3, 3), 32, (1, 1), (1, 1), SAME,
           RELU, cfg="4 KiB")
+    _conv(np.random.default_rng(6), "DEPTHWISE_CONV_2D", (1, 20, 20, 24), (3, 3), 0, (2, 2),
+          (1, 1), SAME, RELU6, cfg="4 KiB")
 
 
 @pytest.mark.parametrize("case", [
@@ -208,7 +211,7 @@ def _unary(op, shape, q_in, q_out, opts=None, opts_type=None, seed=0):
     check(m, rng)
 
 
-@pytest.mark.parametrize("q_in", [(0.05, 0), (0.1, -20), (0.02, 40)])
+@pytest.mark.parametrize("q_in", [(0.05, 0), (0.1, -20), (0.02, 40), (0.3, 7), (0.0078125, -128)])
 @pytest.mark.parametrize("op,q_out", [("LOGISTIC", (1 / 256, -128)), ("TANH", (1 / 128, 0)),
                                       ("HARD_SWISH", (0.04, -10)), ("RELU", (0.03, -128)),
                                       ("RELU6", (6 / 255, -128)), ("RELU_N1_TO_1", (2 / 255, 0)),
