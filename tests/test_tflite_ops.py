@@ -235,3 +235,14 @@ def test_prelu(alpha_shape):
     y = m.output((1, 4, 4, 6), 0.04, -3)
     m.op("PRELU", [x, a], [y])
     check(m, rng)
+
+
+@pytest.mark.parametrize("shape,scale,zp", [((1, 10), 0.1, 0), ((2, 3, 7), 0.05, -20),
+                                            ((4, 33), 0.3, 10), ((1, 2, 100), 0.02, 5)])
+def test_log_softmax(shape, scale, zp):
+    rng = np.random.default_rng(shape[-1])
+    m = Model()
+    x = m.input(shape, scale, zp)
+    y = m.output(shape, 16 / 256, 127)
+    m.op("LOG_SOFTMAX", [x], [y])
+    check(m, rng)

@@ -15,7 +15,7 @@ BUILTINS = {
     "TRANSPOSE_CONV": mac.transpose_conv, "FULLY_CONNECTED": mac.fully_connected,
     "BATCH_MATMUL": mac.batch_matmul,
     "MAX_POOL_2D": pool.max_pool_2d, "AVERAGE_POOL_2D": pool.average_pool_2d,
-    "SOFTMAX": softmax.softmax,
+    "SOFTMAX": softmax.softmax, "LOG_SOFTMAX": softmax.log_softmax,
     "RESHAPE": layout.reshape, "SQUEEZE": layout.squeeze, "EXPAND_DIMS": layout.expand_dims,
     "CONCATENATION": layout.concatenation, "PACK": layout.pack, "UNPACK": layout.unpack,
     "SPLIT": layout.split, "SPLIT_V": layout.split_v, "PAD": layout.pad, "PADV2": layout.padv2,

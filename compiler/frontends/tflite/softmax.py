@@ -1,35 +1,61 @@
-"""SOFTMAX on int8, as TFLite's reference kernel (reference_ops::Softmax) computes it in gemmlowp
-fixed point, decomposed exactly into TOSA integer operators:
+"""SOFTMAX and LOG_SOFTMAX on int8, as TFLite's reference kernels compute them in gemmlowp fixed
+point (reference_ops::Softmax, reference_integer_ops::LogSoftmax), decomposed exactly into TOSA
+integer operators:
 
 - exp of each difference to the row maximum (a function of x - max in [-255, 0]) comes from
   three int16 TABLEs of 11 bits each, indexed without interpolation;
 - the Q12.19 sum of exps is a rounding shift and a REDUCE_SUM;
-- its reciprocal is GetReciprocal's Newton-Raphson in MUL-with-shift-31 (gemmlowp's
-  SaturatingRoundingDoublingHighMul) steps;
-- the output is the product rounded by a per-row shift, offset by -128."""
+- SOFTMAX scales the exps by the sum's reciprocal (GetReciprocal's Newton-Raphson), LOG_SOFTMAX
+  subtracts the sum's logarithm (log_x_for_x_greater_than_or_equal_to_1), both in
+  gemmlowp_ops.FixedPoint steps on one value per row."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .context import Lowering
+from .context import Lowering, tosa_scale
 from .fixedpoint import exp_on_negative_values, quantize_multiplier, srdhm
+from .gemmlowp_ops import FixedPoint
 
 SCALED_DIFF_BITS = 5
-MAX_DEPTH = 511          # beyond it the per-row output shift can exceed 31
+MAX_DEPTH = 511          # beyond it SOFTMAX's per-row output shift can exceed 31
 
 
-def exp_table(beta: float, input_scale: float) -> np.ndarray:
-    """exp_on_negative_values(rescaled diff) for diff = -255..0 (0 below diff_min)."""
+def diff_scaling(beta: float, input_scale: float) -> tuple[int, int, int]:
+    """PreprocessSoftmaxScaling and CalculateInputRadius: (multiplier, left shift, diff_min)."""
     real = min(beta * input_scale * (1 << (31 - SCALED_DIFF_BITS)), (1 << 31) - 1.0)
     mult, left_shift = quantize_multiplier(real)
     radius = math.floor(((1 << SCALED_DIFF_BITS) - 1) * (1 << (31 - SCALED_DIFF_BITS))
                         / (1 << left_shift))
+    return mult, left_shift, -radius
+
+
+def exp_table(mult: int, left_shift: int, diff_min: int) -> np.ndarray:
+    """exp_on_negative_values(rescaled diff) for diff = -255..0 (0 below diff_min)."""
     diff = np.arange(-255, 1, dtype=np.int64)
-    rescaled = srdhm(diff << left_shift, mult)
-    exps = exp_on_negative_values(rescaled, SCALED_DIFF_BITS)
-    return np.where(diff >= -radius, exps, 0)
+    exps = exp_on_negative_values(srdhm(diff << left_shift, mult), SCALED_DIFF_BITS)
+    return np.where(diff >= diff_min, exps, 0)
+
+
+def _exps(L: Lowering, fp: FixedPoint, exps: np.ndarray):
+    """(row maximum, exp per element in Q0.31, Q12.19 sum of exps per row)."""
+    b, x = L.b, L.t(0)
+    rank = len(x.shape)
+    row = x.shape[:-1] + (1,)
+    xv = L.value(0)
+    mx = b.op("REDUCE_MAX", [xv], row, "int8", {"axis": rank - 1, "nan_mode": "PROPAGATE"})
+    # index v = 128 * (x - max - 1): TABLE int16 reads entry (v + 32768) >> 7 = x - max + 255
+    v16 = b.rescale(b.binary("SUB", b.widen(xv, 0, 7), b.widen(mx, -1, 7)), 1 << 30, 30, "int16")
+    pieces = []
+    for part in range(3):                              # 11-bit pieces, each entry << 7 by TABLE
+        table = np.zeros(513, np.int64)
+        table[:256] = (exps >> (11 * part)) & 0x7FF
+        pieces.append(b.table(v16, table))
+    e = b.binary("BITWISE_OR", fp.shl(pieces[2], 15),
+                 b.binary("BITWISE_OR", fp.shl(pieces[1], 4), fp.sar(pieces[0], 7)))
+    terms = fp.sar(e, 12, rounding=True)             # Rescale<12> of a non-negative Q0.31
+    return mx, e, b.op("REDUCE_SUM", [terms], row, "int32", {"axis": rank - 1})
 
 
 def softmax(L: Lowering):
@@ -37,49 +63,34 @@ def softmax(L: Lowering):
     L.need_int8(x, o)
     if o.zero_point != -128 or abs(o.scale - 1 / 256) > 0.001 / 256:
         L.fail("int8 output quantization must be scale 1/256, zero point -128")
-    depth, rank = x.shape[-1], len(x.shape)
-    if depth > MAX_DEPTH:
-        L.fail(f"depth {depth} exceeds {MAX_DEPTH}")
-    b, shape = L.b, x.shape
-    row = shape[:-1] + (1,)
-    k = lambda v: b.bcast(v, "int32", rank)          # noqa: E731
-    xv = L.value(0)
-    mx = b.op("REDUCE_MAX", [xv], row, "int8", {"axis": rank - 1, "nan_mode": "PROPAGATE"})
-    # index v = 128 * (x - max - 1): TABLE int16 reads entry (v + 32768) >> 7 = x - max + 255
-    v32 = b.binary("SUB", b.widen(xv, 0, 7), b.widen(mx, -1, 7))
-    v16 = b.rescale(v32, 1 << 30, 30, "int16")
-    exps = exp_table(float(L.op.options.get("beta", 1.0)), float(x.scale))
-    pieces = []
-    for part in range(3):                              # 11-bit pieces, each entry << 7 by TABLE
-        table = np.zeros(513, np.int64)
-        table[:256] = (exps >> (11 * part)) & 0x7FF
-        pieces.append(b.table(v16, table))
-    e = b.binary("BITWISE_OR", b.binary("LOGICAL_LEFT_SHIFT", pieces[2], k(15)),
-                 b.binary("BITWISE_OR", b.binary("LOGICAL_LEFT_SHIFT", pieces[1], k(4)),
-                          b.binary("ARITHMETIC_RIGHT_SHIFT", pieces[0], k(7), attrs={"round": False})))
-    terms = b.binary("ARITHMETIC_RIGHT_SHIFT", e, k(12), attrs={"round": True})   # Q12.19
-    total = b.op("REDUCE_SUM", [terms], row, "int32", {"axis": rank - 1})
-    scale, clz = _reciprocal(L, total, rank)
-    product = b.mul(scale, e, 31)
-    shift = b.binary("SUB", k(35), clz)               # num_bits_over_unit + 31 - 8
-    unsat = b.binary("ARITHMETIC_RIGHT_SHIFT", product, shift, attrs={"round": True})
-    b.rescale(unsat, 1 << 30, 30, "int8", output_zp=-128, out=L.out())
+    if x.shape[-1] > MAX_DEPTH:
+        L.fail(f"depth {x.shape[-1]} exceeds {MAX_DEPTH}")
+    fp = FixedPoint(L.b, len(x.shape))
+    scaling = diff_scaling(float(L.op.options.get("beta", 1.0)), float(x.scale))
+    _, e, total = _exps(L, fp, exp_table(*scaling))
+    # GetReciprocal(total, 12): 1 / (total scaled into [1, 2)), and num_bits_over_unit
+    clz = L.b.op("CLZ", [total], L.b.shape_of(total), "int32")
+    scale = fp.one_over_one_plus_x(L.b.binary("BITWISE_XOR", fp.shl(total, clz), fp.k(-(1 << 31))))
+    unsat = fp.sar(fp.mul(scale, e), fp.sub(35, clz), rounding=True)   # 12 - clz + 31 - 8
+    L.b.rescale(unsat, 1 << 30, 30, "int8", output_zp=-128, out=L.out())
 
 
-def _reciprocal(L: Lowering, total: str, rank: int):
-    """GetReciprocal(total, 12): Q0.31 of 1 / (total scaled into [1, 2)), and its clz."""
-    b = L.b
-    k = lambda v: b.bcast(v, "int32", rank)          # noqa: E731
-    clz = b.op("CLZ", [total], b.shape_of(total), "int32")
-    a = b.binary("BITWISE_XOR", b.binary("LOGICAL_LEFT_SHIFT", total, clz), k(-(1 << 31)))
-    half = b.binary("ADD", b.binary("ARITHMETIC_RIGHT_SHIFT", a, k(1), attrs={"round": False}),
-                    k(1 << 30))
-    x = b.binary("ADD", k(1515870810), b.mul(half, k(-1010580540), 31))
-    for _ in range(3):
-        err = b.binary("SUB", k(1 << 29), b.mul(half, x, 31))
-        x = b.binary("ADD", x, b.binary("LOGICAL_LEFT_SHIFT", b.mul(x, err, 31), k(2)))
-    # Rescale<0> of x (Q2 read as Q1): a saturating doubling
-    capped = b.binary("MINIMUM", x, k((1 << 30) - 1))
-    sat = b.op("CAST", [b.binary("GREATER_EQUAL", x, k(1 << 30), "bool")], b.shape_of(x), "int32")
-    scale = b.binary("ADD", b.binary("LOGICAL_LEFT_SHIFT", capped, k(1)), sat)
-    return scale, clz
+def log_softmax(L: Lowering):
+    x, o = L.t(0), L.o()
+    L.need_int8(x, o)
+    if o.zero_point != 127 or o.scale != 16 / 256:
+        L.fail("int8 output quantization must be scale 16/256, zero point 127")
+    b, fp = L.b, FixedPoint(L.b, len(x.shape))
+    mult, left_shift, diff_min = diff_scaling(1.0, float(x.scale))
+    mx, _, total = _exps(L, fp, exp_table(mult, left_shift, diff_min))
+    log_sum = fp.log_x(total, 12, SCALED_DIFF_BITS)
+    # PreprocessLogSoftmaxScalingExp's reverse scaling: the smallest diff still representable
+    reverse = (1 << (31 - left_shift)) / float(mult)
+    lowest = b.rescale(fp.add(log_sum, -(1 << 31)), *tosa_scale(reverse), "int32")
+    bound = b.binary("MAXIMUM", fp.k(diff_min - 1), lowest)
+    diff = b.binary("SUB", b.widen(L.value(0)), b.widen(mx))
+    in_q5 = b.rescale(diff, mult, 31 - left_shift, "int32")       # MultiplyByQuantizedMultiplier
+    shifted = fp.add(fp.rdbpot(fp.sub(in_q5, log_sum), 31 - SCALED_DIFF_BITS - 4), 127)
+    y = b.rescale(shifted, 1 << 30, 30, "int8")
+    keep = b.binary("GREATER", diff, bound, "bool")
+    b.op("SELECT", [keep, y, b.bcast(-128, "int8", len(x.shape))], o.shape, "int8", {}, L.out())

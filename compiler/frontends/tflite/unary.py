@@ -35,7 +35,9 @@ def _float_lut(L: Lowering, f):
 
 
 def _expf(v):
-    return np.array([F32(np.exp(np.float64(t))) for t in v], F32)     # correctly rounded expf
+    """expf correctly rounded (float32 of the double); overflow to inf as expf does."""
+    with np.errstate(over="ignore"):
+        return np.exp(v.astype(np.float64)).astype(F32)
 
 
 def logistic(L: Lowering):
