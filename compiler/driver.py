@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 
+from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.isa.errors import UnsupportedError
 from npu_sim.isa.opcodes import mac_problem
 from npu_sim.isa.operators import OPERATORS
@@ -20,6 +21,9 @@ from .prefetch import plan_prefetch
 from .steps import Step, plan_steps, stage_table_name
 from .validate import validate
 
+# A config whose tiles are so small that the program passes this many commands is refused:
+# compiling and simulating it would take minutes and gigabytes.
+MAX_COMMANDS = 50_000
 
 def resident_share(config) -> int:
     """Bytes of the on-chip buffer that tensors living across steps may take: the config's
@@ -135,6 +139,11 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
         if step.kind != "alias":
             emitter.layer = layer_of[index]
             tiles = lowering.lower(step, placement.workspaces[index], flip=len(layers) % 2 == 1)
+            if len(emitter.commands) > MAX_COMMANDS:
+                raise DoesNotFitError(
+                    f"layer '{step.output}': the program reaches {len(emitter.commands):,} commands "
+                    f"by this layer, at most {MAX_COMMANDS:,} are compiled (the tiles are too small "
+                    f"in {config.sram.size:,} B); use a config with a larger sram.size")
             layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,
                                 macs=macs_of(graph, step),
                                 array_problems=array_problems(graph, step),

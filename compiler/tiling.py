@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from npu_sim.isa.commands import BURST_BYTES
+from npu_sim.isa.errors import DoesNotFitError
 
 from .allocate import align
 
@@ -290,6 +291,21 @@ def window(start: int, count: int, stride: int, pad_before: int, extent: int, fu
     return lo, hi - lo + 1, lo - first, last - hi
 
 
+MAX_TILES = 8_192      # per layer: beyond this a buffer is too small to be worth simulating, and
+                       # compiling a few such layers would take minutes and gigabytes
+
+
+def _too_many_tiles(space: TileSpace, plan: TilePlan, budget: int, candidates: dict | None):
+    """Refuse a layer that only fits in more than MAX_TILES tiles, naming the room it needs."""
+    plans = [p for level in (candidates or {}).values() for p in level if p.n_tiles <= MAX_TILES]
+    need = min((p.working_set for p in plans), default=0)
+    room = f"tiles within the limit need {need:,} B of working space" if need else \
+        "no tiling searched stays within the limit"
+    raise DoesNotFitError(f"layer '{space.output.tensor}': {plan.n_tiles:,} tiles would be needed, at most "
+                          f"{MAX_TILES:,} are simulated; {room}, {budget:,} B are free; use a config "
+                          "with a larger sram.size")
+
+
 def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
                candidates: dict | None = None, boxes: dict | None = None,
                room_slack: float = 1.25) -> TilePlan | None:
@@ -300,6 +316,8 @@ def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
         plan = search(space, target, tile_overhead, candidates, boxes, room_slack)
         if plan is None:
             return None
+        if plan.n_tiles > MAX_TILES:
+            _too_many_tiles(space, plan, budget, candidates)
         exact = evaluate(space, plan.sizes, plan.order, tile_overhead,
                          tiles=list(iterate_tiles(plan, space.dims)))
         if exact.working_set <= budget:
