@@ -3,7 +3,7 @@ against the reference kernels (see tflite_support.py)."""
 import numpy as np
 import pytest
 
-from tflite_support import Model, check, options, random_feed
+from tflite_support import Model, check, options
 
 
 def _reducer(op, shape, axes, keep, q_in, q_out, seed, feed_range=None):

@@ -7,8 +7,6 @@ import numpy as np
 from npu_sim.compiler.ir import Graph, Operator, Tensor
 from npu_sim.isa.dtypes import STORAGE
 
-IDENTITY = (1 << 30, 30)    # a RESCALE multiplier and shift that leave the value unchanged
-
 
 class IRBuilder:
     def __init__(self, source: str):
@@ -83,17 +81,13 @@ class IRBuilder:
         """(x - zp) * 2^factor_log2 as int32, exactly."""
         return self.rescale(x, 1 << 30, 30 - factor_log2, "int32", input_zp=zp)
 
+    def saturate(self, x: str, out_dtype: str, output_zp: int = 0, out: str | None = None) -> str:
+        """x + output_zp in out_dtype, saturated: an identity RESCALE."""
+        return self.rescale(x, 1 << 30, 30, out_dtype, output_zp=output_zp, out=out)
+
     def clamp(self, x: str, lo: int, hi: int, out: str | None = None) -> str:
         return self.op("CLAMP", [x], self.shape_of(x), self.dtype_of(x),
                        {"min_val": int(lo), "max_val": int(hi), "nan_mode": "PROPAGATE"}, out)
-
-    def clamp_or_copy(self, x: str, lo: int, hi: int, out: str | None) -> str:
-        """CLAMP unless the bounds are the dtype's own, then the value itself (renamed to `out`
-        through a RESHAPE when the caller needs that name)."""
-        info = np.iinfo(STORAGE[self.dtype_of(x)])
-        if lo > info.min or hi < info.max:
-            return self.clamp(x, lo, hi, out)
-        return x if out is None else self.reshape(x, self.shape_of(x), out)
 
     def reshape(self, x: str, shape, out: str | None = None) -> str:
         return self.op("RESHAPE", [x, self.shape(shape)], shape, self.dtype_of(x), {}, out)

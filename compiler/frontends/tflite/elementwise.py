@@ -80,7 +80,7 @@ def _max_min(L: Lowering, op: str):
             for k in (0, 1))
     r = L.b.binary(op, x, y)
     if dtype == "int8":
-        L.b.rescale(r, 1 << 30, 30, "int8", out=L.out())
+        L.b.saturate(r, "int8", out=L.out())
     else:
         L.b.reshape(r, o.shape, L.out())
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT32_MAX = (1 << 31) - 1
 
 
 class FixedPoint:

@@ -83,7 +83,7 @@ def unpack(L: Lowering):
 
 
 def split(L: Lowering):
-    axis_t, x = L.t(0), L.t(1)
+    x = L.t(1)
     axis = _axis(int(L.const_input(0).reshape(-1)[0]), len(x.shape))
     n = len(L.op.outputs)
     _slices(L, L.value(1), axis, [x.shape[axis] // n] * n, list(range(n)))

@@ -121,7 +121,7 @@ def resize_bilinear(L: Lowering):
     neg = b.binary("SUB", k(0), acc)
     down = b.binary("SUB", k(0), b.binary("ARITHMETIC_RIGHT_SHIFT", neg, k(20), attrs={"round": True}))
     y = b.op("SELECT", [b.binary("GREATER", acc, k(0), "bool"), up, down], o.shape, "int32")
-    b.rescale(y, 1 << 30, 30, "int8", out=L.out())
+    b.saturate(y, "int8", out=L.out())
 
 
 def _nearest(out_size: int, in_size: int, align: bool, half: bool) -> np.ndarray:

@@ -46,7 +46,7 @@ def _exps(L: Lowering, fp: FixedPoint, exps: np.ndarray):
     xv = L.value(0)
     mx = b.op("REDUCE_MAX", [xv], row, "int8", {"axis": rank - 1, "nan_mode": "PROPAGATE"})
     # index v = 128 * (x - max - 1): TABLE int16 reads entry (v + 32768) >> 7 = x - max + 255
-    v16 = b.rescale(b.binary("SUB", b.widen(xv, 0, 7), b.widen(mx, -1, 7)), 1 << 30, 30, "int16")
+    v16 = b.saturate(b.binary("SUB", b.widen(xv, 0, 7), b.widen(mx, -1, 7)), "int16")
     pieces = []
     for part in range(3):                              # 11-bit pieces, each entry << 7 by TABLE
         table = np.zeros(513, np.int64)
@@ -72,7 +72,7 @@ def softmax(L: Lowering):
     clz = L.b.op("CLZ", [total], L.b.shape_of(total), "int32")
     scale = fp.one_over_one_plus_x(L.b.binary("BITWISE_XOR", fp.shl(total, clz), fp.k(-(1 << 31))))
     unsat = fp.sar(fp.mul(scale, e), fp.sub(35, clz), rounding=True)   # 12 - clz + 31 - 8
-    L.b.rescale(unsat, 1 << 30, 30, "int8", output_zp=-128, out=L.out())
+    L.b.saturate(unsat, "int8", -128, L.out())
 
 
 def log_softmax(L: Lowering):
@@ -91,6 +91,6 @@ def log_softmax(L: Lowering):
     diff = b.binary("SUB", b.widen(L.value(0)), b.widen(mx))
     in_q5 = b.rescale(diff, mult, 31 - left_shift, "int32")       # MultiplyByQuantizedMultiplier
     shifted = fp.add(fp.rdbpot(fp.sub(in_q5, log_sum), 31 - SCALED_DIFF_BITS - 4), 127)
-    y = b.rescale(shifted, 1 << 30, 30, "int8")
+    y = b.saturate(shifted, "int8")
     keep = b.binary("GREATER", diff, bound, "bool")
     b.op("SELECT", [keep, y, b.bcast(-128, "int8", len(x.shape))], o.shape, "int8", {}, L.out())
