@@ -73,12 +73,14 @@ def goals(results: dict) -> list[dict]:
     c = _cfg(results, MNV2, "edge-256")
     ours = ((c or {}).get("report") or {}).get("cycles")
     vela = (c or {}).get("vela_cycles_total")
-    out.append({"goal": "edge-256 MobileNetV2-224: fewer simulated cycles than Vela's "
-                        "ethos-u55-256 estimate",
-                "target": "ours < Vela cycles_total",
+    # Not a goal: fewer cycles than a peer rewards leaving costs out (issue #12). Shown to be
+    # explained layer by layer (bench/vela_layers.py, bench/README.md).
+    out.append({"goal": "edge-256 MobileNetV2-224 beside Vela's ethos-u55-256 estimate "
+                        "(informational: every layer >2x apart is explained in bench/README.md)",
+                "target": "none",
                 "measured": (f"{ours:,} vs {vela:,} ({_f(ours / vela)}x)" if ours and vela
                              else "not measured"),
-                "met": (ours < vela) if ours and vela else None})
+                "met": None})
 
     sc = results.get("scaling") or {}
     slope = ((sc.get("loglog_slope") or {}).get("default") or {})
