@@ -1,0 +1,261 @@
+"""Compiled programs and the CLI under abuse: checksums, versions, structural validation before
+anything runs, arguments and files refused in one line with their precise cause."""
+import io
+import json
+import os
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npu_sim import api
+from npu_sim.cli import main
+from npu_sim.isa.encoding import VERSION, decode, encode
+from npu_sim.isa.errors import DoesNotFitError, ProgramError
+from npu_sim.verify import verify
+
+SMALL = Path(__file__).parent / "data" / "small_cnn"
+
+
+@pytest.fixture(scope="module")
+def program():
+    return api.compile_model(SMALL / "model.tosa", api.load_config("edge-256"))
+
+
+@pytest.fixture(scope="module")
+def blob(program) -> bytes:
+    return encode(program)
+
+
+def _sections(blob: bytes):
+    pos, out = 12, {}
+    while pos < len(blob):
+        length = struct.unpack_from("<Q", blob, pos + 4)[0]
+        out[blob[pos:pos + 4]] = (pos, length)
+        pos += 16 + length
+    return out
+
+
+def _refused(data: bytes, tmp_path, match: str):
+    path = tmp_path / "p.npub"
+    path.write_bytes(data)
+    with pytest.raises(ProgramError, match=match) as info:
+        api.load_program(path)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("tag", [b"META", b"CMDS", b"SEGS"])
+def test_a_flip_in_any_section_fails_its_checksum(blob, tmp_path, tag):
+    pos, length = _sections(blob)[tag]
+    for offset in (0, length // 2, length - 1):
+        bad = bytearray(blob)
+        bad[pos + 16 + offset] ^= 0x10
+        _refused(bytes(bad), tmp_path, f"section {tag.decode()} fails its checksum")
+
+
+def test_other_format_version_names_both(blob, tmp_path):
+    old = blob[:4] + struct.pack("<HH", 2, 0) + blob[8:]
+    _refused(old, tmp_path, rf"program format 2\.0; this npu-sim reads format {VERSION[0]}\.{VERSION[1]}")
+
+
+@pytest.mark.parametrize("cut", [5, 20, 100, -1])
+def test_truncations_and_trailing_bytes(blob, tmp_path, cut):
+    _refused(blob[:cut], tmp_path, "truncated|corrupt")
+    _refused(blob + b"\0", tmp_path, "after the last section")
+
+
+def _resealed(blob: bytes, meta: dict) -> bytes:
+    pos, length = _sections(blob)[b"META"]
+    new = json.dumps(meta).encode()
+    return blob[:pos] + b"META" + struct.pack("<QI", len(new), zlib.crc32(new)) + new + blob[pos + 16 + length:]
+
+
+@pytest.mark.parametrize("edit", ["rename inputs", "drop meta", "sizes", "bad view", "layer type"])
+def test_metadata_with_a_valid_checksum_is_still_checked(blob, tmp_path, edit):
+    pos, length = _sections(blob)[b"META"]
+    meta = json.loads(blob[pos + 16:pos + 16 + length])
+    if edit == "rename inputs":
+        meta["inputz"] = meta.pop("inputs")
+    elif edit == "drop meta":
+        del meta["meta"]["config_dict"]
+    elif edit == "sizes":
+        meta["memory_sizes"] = ["x"] * len(meta["memory_sizes"])
+    elif edit == "bad view":
+        meta["outputs"][0]["view"]["shape"] = "big"
+    else:
+        meta["layers"][0]["macs"] = "many"
+    _refused(_resealed(blob, meta), tmp_path, ".")
+
+
+def _mutated(program, change):
+    p = decode(encode(program))
+    change(p)
+    return p
+
+
+def _first(p, kind):
+    return next(c for c in p.commands if type(c).__name__ == kind or getattr(c, "op", "") == kind)
+
+
+CHANGES = {
+    "view outside memory": (lambda p: setattr(_first(p, "DmaCopy"), "src",
+                                              _first(p, "DmaCopy").src._replace(addr=1 << 40)), "spans bytes"),
+    "memory that does not exist": (lambda p: setattr(_first(p, "DmaCopy"), "dst",
+                                                     _first(p, "DmaCopy").dst._replace(mem=9)), "does not exist"),
+    "missing attribute": (lambda p: _first(p, "conv2d").attrs.pop("pad"), "attribute pad missing"),
+    "attribute of the wrong type": (lambda p: _first(p, "conv2d").attrs.update(stride="2"), "attribute stride"),
+    "attribute of the wrong length": (lambda p: _first(p, "conv2d").attrs.update(pad=(0, 0)), "length 4"),
+    "zero stride": (lambda p: _first(p, "conv2d").attrs.update(stride=(0, 1)), "stride"),
+    "output shape": (lambda p: _first(p, "conv2d").outputs.update(
+        {k: v._replace(shape=v.shape[:3] + (v.shape[3] + 1,)) for k, v in _first(p, "conv2d").outputs.items()}),
+        "output shape should be"),
+    "copy shapes": (lambda p: setattr(_first(p, "DmaCopy"), "dst", _first(p, "DmaCopy").dst._replace(
+        shape=(1,) * len(_first(p, "DmaCopy").dst.shape))), "copies"),
+    "forward dependency": (lambda p: setattr(p.commands[3], "deps", (4,)), "earlier commands"),
+    "dependency out of range": (lambda p: setattr(p.commands[3], "deps", (10**6,)), "earlier commands"),
+    "self dependency": (lambda p: setattr(p.commands[3], "deps", (3,)), "earlier commands"),
+    "DMA channel": (lambda p: setattr(_first(p, "DmaCopy"), "channel", 7), "DMA channel 7"),
+    "layer index": (lambda p: setattr(p.commands[0], "layer", 999), "layer 999"),
+    "segment outside memory": (lambda p: setattr(p.segments[0], "addr", 1 << 41), "falls outside"),
+    "numbering": (lambda p: setattr(p.commands[2], "id", 7), "numbered in order"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANGES))
+def test_structural_validation(program, tmp_path, name):
+    change, match = CHANGES[name]
+    bad = _mutated(program, change)
+    with pytest.raises(ProgramError, match=match):
+        verify(bad, 2)
+    _refused(encode(bad), tmp_path, match)          # and through a file, resealed checksums
+
+
+def test_valid_programs_verify(program):
+    verify(decode(encode(program)), api.load_config("edge-256").dma.channels)
+
+
+# --- the CLI, in process -------------------------------------------------------------------
+
+def _run(capsys, *argv) -> tuple[int, str]:
+    rc = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    return rc, err
+
+
+def _one_line(rc, err, needle):
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert needle in err, err
+
+
+@pytest.mark.parametrize("seed", ["-1", str(1 << 64), "abc"])
+def test_seed_is_validated(capsys, tmp_path, seed):
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(SMALL / "model.tosa"), "--seed", seed, "--output-dir", str(tmp_path)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--seed" in err, err
+    with pytest.raises(Exception, match="seed"):
+        api.random_inputs(api.compile_model(SMALL / "model.tosa", api.load_config("edge-256")), seed=-1)
+
+
+def test_npy_header_checked_before_anything_is_allocated(capsys, tmp_path):
+    header = b"{'descr': '|i1', 'fortran_order': False, 'shape': (1000000000, 1000000), }"
+    header += b" " * (-(len(header) + 11) % 64) + b"\n"
+    huge = tmp_path / "huge.npy"
+    huge.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header)
+    name = "quantized_decomposed_quantize_per_tensor_default"
+    t0 = time.perf_counter()
+    rc, err = _run(capsys, "run", SMALL / "model.tosa", "--config", "edge-256", "--input", f"{name}={huge}",
+                   "--output-dir", tmp_path / "out")
+    _one_line(rc, err, "shape mismatch")
+    assert time.perf_counter() - t0 < 5
+
+
+def test_output_name_taken_by_a_directory_leaves_nothing(capsys, tmp_path):
+    out = tmp_path / "out"
+    (out / "tosa_reshape_default.npy").mkdir(parents=True)
+    rc, err = _run(capsys, "run", SMALL / "model.tosa", "--config", "edge-256", "--output-dir", out,
+                   "--report", tmp_path / "r.json")
+    _one_line(rc, err, "is a directory")
+    assert not (tmp_path / "r.json").exists()
+    assert [p.name for p in out.iterdir()] == ["tosa_reshape_default.npy"]
+    assert not list(tmp_path.rglob("*.part"))
+
+
+def test_a_late_failure_leaves_no_earlier_file(capsys, tmp_path):
+    """The report would be written before the outputs: it is staged and dropped with them."""
+    (tmp_path / "file").write_text("x")
+    rc, err = _run(capsys, "run", SMALL / "model.tosa", "--config", "edge-256", "--output-dir",
+                   tmp_path / "file" / "out", "--report", tmp_path / "r.json", "--csv", tmp_path / "l.csv")
+    assert rc == 2 and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+@pytest.mark.parametrize("kind, needle", [("loop", "a symlink loop"), ("dangling", "dangling symlink"),
+                                          ("fifo", "a FIFO"), ("zero", "a character device")])
+def test_odd_model_paths_are_named(capsys, tmp_path, kind, needle):
+    path = tmp_path / "m.tosa"
+    if kind == "loop":
+        os.symlink(path, path)
+    elif kind == "dangling":
+        os.symlink(tmp_path / "nowhere", path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        os.symlink("/dev/zero", path)
+    for sub in ("run", "disasm"):
+        rc, err = _run(capsys, sub, path)
+        _one_line(rc, err, needle)
+    (tmp_path / "c.yaml").symlink_to(path)
+    rc, err = _run(capsys, "run", SMALL / "model.tosa", "--config", tmp_path / "c.yaml")
+    _one_line(rc, err, needle)
+
+
+def test_unsupported_dtype_is_not_called_corrupt(capsys, tmp_path):
+    from oracle import DType, GraphBuilder
+    g = GraphBuilder()
+    x = g.tensor((1, 4), DType.FP32)
+    out = g.output((1, 4), DType.FP32)
+    g.op("ABS", [x], [out])
+    path = tmp_path / "fp32.tosa"
+    path.write_bytes(g.serialize())
+    rc, err = _run(capsys, "run", path, "--output-dir", tmp_path / "out")
+    _one_line(rc, err, "unsupported")
+    assert "corrupt" not in err and "FP32" in err
+
+
+def test_large_file_without_magic_is_refused_from_its_head(capsys, tmp_path):
+    path = tmp_path / "big.tosa"
+    with open(path, "wb") as f:
+        f.truncate(3 << 30)          # sparse
+    t0 = time.perf_counter()
+    rc, err = _run(capsys, "run", path)
+    _one_line(rc, err, "not a TOSA flatbuffer")
+    assert time.perf_counter() - t0 < 2
+
+
+def test_usage_errors_are_one_line(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--bogus"])
+    assert info.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+# --- bounded compilation -------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides", [{"sram.size": "1 KiB", "sram.banks": 1}, {"sram.size": "2 KiB"}])
+def test_tiny_buffer_fails_fast_naming_layer_and_bytes(overrides):
+    cfg = api.load_config("default").with_overrides(overrides)
+    t0 = time.perf_counter()
+    with pytest.raises(DoesNotFitError, match=r"layer '[^']+': .* B of working space"):
+        api.compile_model(api.default_model(), cfg, use_cache=False)
+    assert time.perf_counter() - t0 < 10
+
+
+def test_huge_array_compiles(tmp_path):
+    cfg = api.load_config("large-8k").with_overrides({"mac_array.rows": 4096, "mac_array.cols": 256})
+    program = api.compile_model(SMALL / "model.tosa", cfg, use_cache=False)
+    assert api.simulate(program, cfg, timing_only=True).report.cycles > 0
