@@ -90,3 +90,16 @@ def test_missing_extra_names_it(tmp_path, monkeypatch):
     with pytest.raises(NpuSimError, match=r"npu-sim\[tflite\]"):
         api.compile_model(_write(tmp_path, _relu_then("RELU"), "ok.tflite"),
                           api.load_config("default"), use_cache=False)
+
+
+def test_tflite_names_that_look_internal_stay_distinct():
+    """A model tensor named like one the frontend makes up is still its own tensor."""
+    rng = np.random.default_rng(0)
+    m = Model()
+    x = m.input((1, 6), 0.05, 0)
+    mid = m.tensor((1, 6), np.int8, 0.05, 0, name="tfl0_relu/rescale5")
+    y = m.output((1, 6), 0.05, 0, name="tfl0_relu/zp3")
+    m.op("RELU", [x], [mid])
+    m.op("RELU6", [mid], [y])
+    from tflite_support import check
+    check(m, rng)

@@ -9,8 +9,9 @@ from npu_sim.isa.dtypes import STORAGE
 
 
 class IRBuilder:
-    def __init__(self, source: str):
+    def __init__(self, source: str, reserved: set[str] = frozenset()):
         self.tensors: dict[str, Tensor] = {}
+        self.reserved = reserved      # the model's own tensor names, declared when first used
         self.operators: list[Operator] = []
         self.source = source
         self.where = ""           # the TFLite operator being lowered, for names and locations
@@ -19,7 +20,7 @@ class IRBuilder:
     def fresh(self, hint: str) -> str:
         self._count += 1
         name = f"{self.where}/{hint}{self._count}" if self.where else f"{hint}{self._count}"
-        while name in self.tensors:
+        while name in self.tensors or name in self.reserved:
             name += "_"
         return name
 

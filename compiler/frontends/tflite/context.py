@@ -18,7 +18,6 @@ _ACT_RANGE = {1: (0.0, None), 2: (-1.0, 1.0), 3: (0.0, 6.0)}     # RELU, RELU_N1
 class Lowering:
     def __init__(self, model: TflModel, source: str):
         self.model = model
-        self.b = IRBuilder(source)
         self.names: dict[int, str] = {}           # TFLite tensor index -> IR tensor name
         self.op: TflOperator | None = None
         taken: set[str] = set()
@@ -28,6 +27,7 @@ class Lowering:
                 name += "_"
             taken.add(name)
             self.names[t.index] = name
+        self.b = IRBuilder(source, taken)
 
     # tensors --------------------------------------------------------------------------------
 
