@@ -49,7 +49,7 @@ def test_concatenation(axis):
     check(m, rng)
 
 
-@pytest.mark.parametrize("axis", [0, 2])
+@pytest.mark.parametrize("axis", [0, 1, 2])
 def test_pack_unpack(axis):
     rng = np.random.default_rng(axis)
     m = Model()
@@ -63,7 +63,7 @@ def test_pack_unpack(axis):
          opts_type="UnpackOptions", n_out=3)
 
 
-@pytest.mark.parametrize("axis,n", [(1, 2), (3, 4)])
+@pytest.mark.parametrize("axis,n", [(1, 2), (3, 4), (-2, 3)])
 def test_split(axis, n):
     rng = np.random.default_rng(n)
     m = Model()
@@ -76,7 +76,8 @@ def test_split(axis, n):
     check(m, rng)
 
 
-@pytest.mark.parametrize("pads", [[[0, 0], [1, 2], [0, 3], [0, 0]], [[1, 0], [0, 0], [2, 2], [1, 1]]])
+@pytest.mark.parametrize("pads", [[[0, 0], [1, 2], [0, 3], [0, 0]], [[1, 0], [0, 0], [2, 2], [1, 1]],
+                                  [[0, 0], [0, 0], [0, 0], [3, 0]]])
 def test_pad_padv2(pads):
     p = np.array(pads, np.int32)
     out = tuple(int(d + a + b) for d, (a, b) in zip((1, 3, 4, 2), pads))
@@ -90,13 +91,16 @@ def test_pad_padv2(pads):
 
 
 @pytest.mark.parametrize("mode", [0, 1])
-def test_mirror_pad(mode):
-    pads = np.array([[0, 0], [2, 1], [1, 2], [0, 0]], np.int32)
-    _one("MIRROR_PAD", (1, 4, 5, 3), (1, 7, 8, 3), consts=[pads],
+@pytest.mark.parametrize("pads", [[[0, 0], [2, 1], [1, 2], [0, 0]], [[0, 0], [0, 3], [3, 0], [1, 1]]])
+def test_mirror_pad(mode, pads):
+    pads = np.array(pads, np.int32)
+    shape = (1, 4, 5, 3)
+    out = tuple(int(d + a + b) for d, (a, b) in zip(shape, pads))
+    _one("MIRROR_PAD", shape, out, consts=[pads],
          opts=options("MirrorPadOptions", mode=mode), opts_type="MirrorPadOptions")
 
 
-@pytest.mark.parametrize("perm", [(0, 2, 1, 3), (3, 1, 0, 2)])
+@pytest.mark.parametrize("perm", [(0, 2, 1, 3), (3, 1, 0, 2), (0, 3, 1, 2)])
 def test_transpose(perm):
     shape = (2, 3, 4, 5)
     _one("TRANSPOSE", shape, tuple(shape[p] for p in perm), consts=[np.array(perm, np.int32)])
@@ -139,3 +143,27 @@ def test_depth_to_space_and_back(n, h, w, c, s):
          opts=options("DepthToSpaceOptions", blockSize=s), opts_type="DepthToSpaceOptions")
     _one("SPACE_TO_DEPTH", big, small,
          opts=options("SpaceToDepthOptions", blockSize=s), opts_type="SpaceToDepthOptions")
+
+
+@pytest.mark.parametrize("axis,shape,out", [(0, (3, 4), (1, 3, 4)), (-1, (2, 5), (2, 5, 1))])
+def test_expand_dims(axis, shape, out):
+    _one("EXPAND_DIMS", shape, out, consts=[np.array([axis], np.int32)])
+
+
+@pytest.mark.parametrize("sizes,axis", [([2, 3, 1], 1), ([5, -1], 2), ([1, 1, 2, 4], -1)])
+def test_split_v(sizes, axis):
+    rng = np.random.default_rng(len(sizes))
+    shape = [2, 6, 8, 8]
+    m = Model()
+    x = m.input(shape, *Q)
+    real = list(sizes)
+    if -1 in real:
+        real[real.index(-1)] = shape[axis] - (sum(real) + 1)
+    outs = []
+    for s in real:
+        o = list(shape)
+        o[axis] = s
+        outs.append(m.output(o, *Q))
+    m.op("SPLIT_V", [x, m.const(np.array(sizes, np.int32)), m.const(np.array([axis], np.int32))],
+         outs, options("SplitVOptions", numSplits=len(sizes)), "SplitVOptions")
+    check(m, rng)

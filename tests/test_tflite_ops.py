@@ -94,18 +94,20 @@ def test_transpose_conv(case):
     check(m, rng)
 
 
-@pytest.mark.parametrize("case", [((1, 16), 10, 0, False), ((3, 20), 7, RELU, False),
-                                  ((2, 3, 12), 5, RELU6, True), ((1, 64), 200, 0, False)])
+@pytest.mark.parametrize("case", [((1, 16), 10, 0, False, False), ((3, 20), 7, RELU, False, False),
+                                  ((2, 3, 12), 5, RELU6, True, False), ((1, 64), 200, 0, False, False),
+                                  ((2, 24), 9, RELU_N1, False, True)])
 def test_fully_connected(case):
-    shape, n, act, keep = case
+    shape, n, act, keep, per_channel = case
     rng = np.random.default_rng(n)
     k = shape[-1]
     m = Model()
     s_in, z_in = _q(rng)
     x = m.input(shape, s_in, z_in)
-    ws = float(rng.uniform(0.002, 0.02))
-    wt = m.const(rng.integers(-127, 128, (n, k)), np.int8, scale=ws, zp=0)
-    bt = m.const(rng.integers(-2000, 2000, n), np.int32, scale=s_in * ws, zp=0)
+    ws = rng.uniform(0.002, 0.02, n) if per_channel else float(rng.uniform(0.002, 0.02))
+    zps = [0] * n if per_channel else 0
+    wt = m.const(rng.integers(-127, 128, (n, k)), np.int8, scale=ws, zp=zps)
+    bt = m.const(rng.integers(-2000, 2000, n), np.int32, scale=s_in * np.asarray(ws), zp=zps)
     out_shape = shape[:-1] + (n,) if keep else (int(np.prod(shape[:-1])), n)
     y = m.output(out_shape, *_q(rng))
     m.op("FULLY_CONNECTED", [x, wt, bt], [y], options("FullyConnectedOptions",
@@ -161,7 +163,7 @@ def test_squared_difference(shapes):
 
 
 @pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM"])
-@pytest.mark.parametrize("shapes", SHAPES2[:2])
+@pytest.mark.parametrize("shapes", SHAPES2)
 def test_maximum_minimum(op, shapes):
     _binary(op, *shapes, seed=4, same_quant=True)
 
@@ -215,24 +217,28 @@ def _unary(op, shape, q_in, q_out, opts=None, opts_type=None, seed=0):
 @pytest.mark.parametrize("op,q_out", [("LOGISTIC", (1 / 256, -128)), ("TANH", (1 / 128, 0)),
                                       ("HARD_SWISH", (0.04, -10)), ("RELU", (0.03, -128)),
                                       ("RELU6", (6 / 255, -128)), ("RELU_N1_TO_1", (2 / 255, 0)),
+                                      ("RELU_0_TO_1", (1 / 255, -128)),
                                       ("QUANTIZE", (0.07, 5))])
 def test_unary(op, q_out, q_in):
     _unary(op, (1, 5, 5, 11), q_in, q_out, seed=int(q_in[0] * 100))
 
 
-@pytest.mark.parametrize("alpha", [0.1, 0.3])
-def test_leaky_relu(alpha):
-    _unary("LEAKY_RELU", (2, 40), (0.05, 3), (0.04, -7),
-           options("LeakyReluOptions", alpha=alpha), "LeakyReluOptions")
+@pytest.mark.parametrize("alpha,q_in,q_out", [(0.1, (0.05, 3), (0.04, -7)), (0.3, (0.1, -20), (0.08, 10)),
+                                             (0.01, (0.02, 60), (0.03, -100)), (0.9, (0.2, 0), (0.2, 0))])
+def test_leaky_relu(alpha, q_in, q_out):
+    _unary("LEAKY_RELU", (2, 40), q_in, q_out, options("LeakyReluOptions", alpha=alpha),
+           "LeakyReluOptions")
 
 
-@pytest.mark.parametrize("alpha_shape", [(1, 1, 6), (6,)])
-def test_prelu(alpha_shape):
+@pytest.mark.parametrize("alpha_shape,q", [((1, 1, 6), (0.05, 2, 0.01, 4, 0.04, -3)),
+                                           ((6,), (0.1, -10, 0.02, -5, 0.06, 7)),
+                                           ((4, 4, 6), (0.03, 50, 0.005, 0, 0.05, -60))])
+def test_prelu(alpha_shape, q):
     rng = np.random.default_rng(1)
     m = Model()
-    x = m.input((1, 4, 4, 6), 0.05, 2)
-    a = m.const(rng.integers(-128, 128, alpha_shape), np.int8, scale=0.01, zp=4)
-    y = m.output((1, 4, 4, 6), 0.04, -3)
+    x = m.input((1, 4, 4, 6), q[0], q[1])
+    a = m.const(rng.integers(-128, 128, alpha_shape), np.int8, scale=q[2], zp=q[3])
+    y = m.output((1, 4, 4, 6), q[4], q[5])
     m.op("PRELU", [x, a], [y])
     check(m, rng)
 

@@ -46,6 +46,7 @@ def test_sum(case):
 def test_reduce_max_min(op):
     _reducer(op, (2, 5, 6), [1], False, (0.05, 3), (0.05, 3), 2)
     _reducer(op, (1, 4, 4, 3), [1, 2], True, (0.1, -3), (0.1, -3), 3)
+    _reducer(op, (3, 4, 5), [0, -1], False, (0.02, 9), (0.02, 9), 4)
 
 
 @pytest.mark.parametrize("op,opts", [("ARG_MAX", "ArgMaxOptions"), ("ARG_MIN", "ArgMinOptions")])
