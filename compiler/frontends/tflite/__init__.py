@@ -52,7 +52,12 @@ def _lower(model, source: str) -> Graph:
                                    f"frontend (supported builtins: {', '.join(sorted(BUILTINS))})")
         L.op = op
         L.b.where = f"tfl{op.index}_{op.op.lower()}"
-        lower(L)
+        try:
+            lower(L)
+        except (ValueError, IndexError, KeyError, TypeError, OverflowError, ZeroDivisionError) as exc:
+            # a parseable but inconsistent operator (input count, shapes, options)
+            raise ModelError(f"operator #{op.index} {op.op} is malformed "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
     outputs = []
     for t in model.outputs:
         name = L.names[t]
