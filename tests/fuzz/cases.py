@@ -19,7 +19,8 @@ from harness import Case
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = REPO / "tests" / "data" / "small_cnn"
-TARGETS = ("tosa", "npub", "config", "sweep", "cli")
+TARGETS = ("tosa", "tflite", "npub", "config", "sweep", "cli")
+TFLITE = REPO / "tests" / "data" / "tflite"
 
 EXTREMES = ["0", "-1", "1e300", "1e-300", "-1e300", ".nan", ".inf", "-.inf", "1e30", "10" * 40,
             "9" * 5000, "0x7fffffffffffffff", "2147483648", "1.5", "true", "null", "''", "[]", "{}",
@@ -34,6 +35,7 @@ def artifacts() -> dict:
     small = (SMALL / "model.tosa").read_bytes()
     ds8 = zoo.build("ds_cnn", channels=8)[0]
     out = {"small": small, "ds8": ds8, "small_input": (SMALL / "input-0.npy").read_bytes(),
+           "tflite": [p.read_bytes() for p in sorted(TFLITE.glob("*/model.tflite"))],
            "config": (REPO / "configs" / "default.yaml").read_text(), "programs": {}}
     for name, data, cfg_name in (("small", small, "edge-256"), ("ds8", ds8, "default")):
         cfg = api.load_config(cfg_name)
@@ -116,6 +118,17 @@ def tosa_case(rng: random.Random, index: int) -> Case:
     argv = rng.choice([["run", "m.tosa", "--output-dir", "out"], ["run", "m.tosa", "--timing-only"],
                        ["compile", "m.tosa", "-o", "p.npub"]])
     return Case("tosa", index, argv, files, "outputs", note=note)
+
+
+def tflite_case(rng: random.Random, index: int) -> Case:
+    if rng.random() < 0.1:
+        files, note = _odd_file(rng, "m.tflite")
+    else:
+        data, note = mutate_bytes(rng, rng.choice(artifacts()["tflite"]))
+        files = {"m.tflite": data}
+    argv = rng.choice([["run", "m.tflite", "--output-dir", "out"], ["run", "m.tflite", "--timing-only"],
+                       ["compile", "m.tflite", "-o", "p.npub"]])
+    return Case("tflite", index, argv, files, "outputs", note=note)
 
 
 def _structured_npub(rng: random.Random, data: bytes) -> tuple[bytes, str]:
@@ -383,7 +396,7 @@ def cli_case(rng: random.Random, index: int) -> Case:
     return Case("cli", index, argv, files, check, note=" ".join(argv)[:120])
 
 
-MAKERS = {"tosa": tosa_case, "npub": npub_case, "config": config_case, "sweep": sweep_case, "cli": cli_case}
+MAKERS = {"tosa": tosa_case, "tflite": tflite_case, "npub": npub_case, "config": config_case, "sweep": sweep_case, "cli": cli_case}
 
 
 def make_case(seed: int, target: str, index: int) -> Case:
