@@ -88,12 +88,13 @@ class CostModel:
         src = cmd.src if isinstance(cmd, DmaCopy) else None
         # Each side moves its bytes at its own rate; an external side pays whole bursts for
         # short runs (a channel-sliced NHWC box is many short runs).
-        cycles = dst.nbytes / self.cfg.dma.bytes_per_cycle
+        nbytes = dst.nbytes                     # a copy's two sides hold the same elements
+        cycles = nbytes / self.cfg.dma.bytes_per_cycle
         for v in (src, dst):
             if v is not None and v.mem:
                 cycles = max(cycles, v.burst_bytes() / self.mem_bpc[v.mem])
         banks = banks_of((src, dst), self.cfg.sram)
-        on_chip = sum(v.nbytes for v in (src, dst) if v is not None and not v.mem)
+        on_chip = nbytes * sum(1 for v in (src, dst) if v is not None and not v.mem)
         occupied = bank_cycles(on_chip, banks, self.cfg.sram)
         latency = self.mem_latency[src.mem] if src is not None else 0
         ports = tuple(sorted({v.mem for v in (src, dst) if v is not None and v.mem}))
@@ -113,14 +114,15 @@ class CostModel:
                                    f"{act} x {weights.dtype} (mac_array.precision)")
         sizes = (ITEMSIZE[act], weights.itemsize, out.itemsize)
         sram = self.cfg.sram
-        banks = banks_of(_views(cmd), sram)
+        views = _views(cmd)
+        banks = banks_of(views, sram)
         # the ports read and write only the banks the operands live in
         t = array_time(arr, kind, m, cols, k, passes(arr, act, weights.dtype), sizes,
                        len(banks) * sram.bytes_per_cycle, partial=out_name == "acc_out")
         busy = t.cycles
         if out_name == "ofm":       # the output stage takes the finished sums at its own rate
             busy = max(busy, math.ceil(m * cols / arr.output_stage))
-        unique = sum(v.nbytes for v in _views(cmd))
+        unique = sum(v.nbytes for v in views)
         occupied = bank_cycles(max(t.traffic, unique), banks, sram)
         busy = max(busy, occupied, 1)
         return Cost(0, busy, (), macs=m * cols * k, fill=t.fill, stall=busy - t.ideal,
@@ -131,8 +133,9 @@ class CostModel:
         cpl = self.cfg.vector_unit.cycles_per_lane
         lane_cycles = sum(n * cpl[c] for c, n in work.items())
         cycles = math.ceil(lane_cycles / self.cfg.vector_unit.lanes)
-        banks = banks_of(_views(cmd), self.cfg.sram)
-        occupied = bank_cycles(sum(v.nbytes for v in _views(cmd)), banks, self.cfg.sram)
+        views = _views(cmd)
+        banks = banks_of(views, self.cfg.sram)
+        occupied = bank_cycles(sum(v.nbytes for v in views), banks, self.cfg.sram)
         return Cost(PIPELINE_LATENCY, max(cycles, occupied, 1), (), elements=sum(work.values()),
                     vector=work, banks=banks, bank_cycles=occupied)
 

@@ -3,9 +3,9 @@
 An engine waits for a command's dependencies and its setup (issued back to back, with memory
 latency overlapping the commands in flight), holds the external memory ports it needs for its
 transfer time and the on-chip banks its views touch (npu_sim/banks.py) for the cycles its
-on-chip bytes occupy them, then applies the command to the modelled memories. Ports and banks
-are one-port simpy resources, so engines sharing them slow each other. A few simpy events per
-command (its bursts): never per cycle.
+on-chip bytes occupy them, then applies the command to the modelled memories. External ports
+are one-port simpy resources and banks one-port FCFS reservations, so engines sharing them slow
+each other. A few simpy events per command (its bursts): never per cycle.
 """
 from __future__ import annotations
 
@@ -93,7 +93,9 @@ class Machine:
         done: list[simpy.Event | None] = [None] * n
         finished = [False] * n
         ports = [None] + [simpy.Resource(env, capacity=1) for _ in self.program.memories]
-        banks = [simpy.Resource(env, capacity=1) for _ in range(self.config.sram.banks)]
+        # A bank is one port: FCFS reservations of its time, booked when a burst starts (the
+        # same order a one-port simpy resource would serve, without its events).
+        bank_free = [0] * self.config.sram.banks
 
         def engine(cmds):
             issued = 0             # when the engine's front end finished the previous command
@@ -128,28 +130,25 @@ class Machine:
                         yield env.timeout(wait)
                     # Long commands hold their ports and banks burst by burst, so concurrent
                     # ones share them instead of queueing behind each other whole; each burst
-                    # holds the banks for its share of the bank cycles only. Banks are taken
-                    # before ports, each in id order, so no two commands wait on each other.
+                    # books its banks for its share of the bank cycles once it has its ports.
                     bursts = min(MAX_BURSTS, max(1, c.busy // BURST_CYCLES))
                     for b in range(bursts):
                         span = c.busy * (b + 1) // bursts - c.busy * b // bursts
                         occupy = c.bank_cycles * (b + 1) // bursts - c.bank_cycles * b // bursts
                         held = []
-                        for res in ([banks[k] for k in c.banks] if occupy else []) + [
-                                ports[p] for p in c.ports]:
-                            req = res.request()
+                        for p in c.ports:
+                            req = ports[p].request()
                             yield req
-                            held.append((res, req))
-                        if occupy and occupy < span:
-                            yield env.timeout(occupy)
-                            for res, req in held[:len(c.banks)]:
-                                res.release(req)
-                            held = held[len(c.banks):]
-                            yield env.timeout(span - occupy)
-                        else:
-                            yield env.timeout(span)
-                        for res, req in held:
-                            res.release(req)
+                            held.append((p, req))
+                        until = env.now + span
+                        if occupy:
+                            booked = max(env.now, max(bank_free[k] for k in c.banks)) + occupy
+                            for k in c.banks:
+                                bank_free[k] = booked
+                            until = max(until, booked)
+                        yield env.timeout(until - env.now)
+                        for p, req in held:
+                            ports[p].release(req)
                 if mem is not None and not host_done:
                     execute(cmd, mem)
                 end[i] = env.now
