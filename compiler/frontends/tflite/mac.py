@@ -102,10 +102,11 @@ def depthwise_conv_2d(L: Lowering):
 
 
 def transpose_conv(L: Lowering):
-    L.op.inputs = L.op.inputs[1:] + [-1] * (4 - len(L.op.inputs))   # weights, input, bias
-    w_t, x, o = L.t(0), L.t(1), L.o()
+    """Inputs: output shape, weights [OC, KH, KW, IC], input, optional bias. TFLite pads as a
+    forward convolution from the output would; TOSA takes that as negative out_pad."""
+    w_t, x, o = L.t(1), L.t(2), L.o()
     L.need_int8(x, w_t, o)
-    w = L.const_input(0)
+    w = L.const_input(1)
     oc, kh, kw, _ = w.shape
     _, ih, iw, _ = x.shape
     _, oh, ow, _ = o.shape
@@ -115,15 +116,14 @@ def transpose_conv(L: Lowering):
     pt, pl = pad_before(pad, oh, kh, sh), pad_before(pad, ow, kw, sw)
     opb, opr = oh - (ih - 1) * sh - kh + pt, ow - (iw - 1) * sw - kw + pl
     b = L.b
-    acc = b.op("TRANSPOSE_CONV2D", [L.value(1), b.const(w, "int8", "weight"),
-                                    b.const(_bias(L, 2, oc), "int32", "bias"),
+    acc = b.op("TRANSPOSE_CONV2D", [L.value(2), b.const(w, "int8", "weight"),
+                                    b.const(_bias(L, 3, oc), "int32", "bias"),
                                     b.scalar(x.zero_point, "int8"), b.scalar(w_t.zero_point, "int8")],
                (o.shape[0], oh, ow, oc), "int32",
                {"out_pad": (-pt, opb, -pl, opr), "stride": (sh, sw), "local_bound": False,
                 "acc_type": "int32"})
-    reals = [float(x.scale) * float(s) / float(o.scale)
-             for s in np.broadcast_to(np.asarray(w_t.scales, np.float64), (oc,))]
-    requantize(L, acc, reals, o, opt.get("fused_activation_function", 0), L.out())
+    requantize(L, acc, _filter_reals(L, x, w_t, o, oc), o, opt.get("fused_activation_function", 0),
+               L.out())
 
 
 def fully_connected(L: Lowering):
