@@ -1,6 +1,6 @@
 """The fuzz suite from the command line: python tests/fuzz/run.py [--cases N] [-j J] [--seed S].
 
-Runs N seeded mutation cases (spread evenly over .tosa, .npub, configs, sweep files and CLI
+Runs N seeded mutation cases (spread evenly over .tosa, .tflite, .npub, configs, sweep files and CLI
 arguments) through npu-sim's main(), each judged by tests/fuzz/harness.py, and prints the totals
 (README "Robustness"). `--only npub#123` reruns one case; `--json F` writes every result.
 """
@@ -56,7 +56,7 @@ def run(cases, jobs: int, progress: bool = False):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--cases", type=int, default=10_000, help="total cases (default 10,000)")
+    p.add_argument("--cases", type=int, default=12_000, help="total cases (default 12,000)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--targets", default=",".join(TARGETS))

@@ -1,6 +1,6 @@
 """The CI's fixed fuzz sample: 600 seeded cases (100 per target), each refused in one line or
 run correctly, none over its time or memory cap, none leaving partial outputs. The full run
-is `python tests/fuzz/run.py` (10,000 cases; README "Robustness")."""
+is `python tests/fuzz/run.py` (12,000 cases; README "Robustness")."""
 import sys
 import time
 from pathlib import Path
