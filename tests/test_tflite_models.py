@@ -92,3 +92,29 @@ def test_dse_point_takes_a_tflite_network():
                          str(DATA / "audio_example1" / "model.tflite"))
     assert row["status"] == "ok", row["error"]
     assert row["network"] == "model.tflite" and row["cycles"] > 0
+
+
+@pytest.mark.parametrize("cfg", ["default", "2 KiB"])
+def test_built_residual_block_with_constant_operands(cfg):
+    """CONV_2D -> ADD (residual, fused RELU) -> MUL by a constant -> MEAN -> RESHAPE, on a
+    buffer small enough to tile: the lowerings compose."""
+    from tflite_support import Model, check, options
+    rng = np.random.default_rng(3)
+    m = Model()
+    x = m.input((1, 6, 6, 4), 0.05, 0)
+    w = m.const(rng.integers(-127, 128, (4, 3, 3, 4)), np.int8, scale=[0.01] * 4, zp=[0] * 4)
+    b = m.const(rng.integers(-100, 100, 4), np.int32, scale=[0.0005] * 4, zp=[0] * 4)
+    conv = m.tensor((1, 6, 6, 4), np.int8, 0.04, -3)
+    m.op("CONV_2D", [x, w, b], [conv], options("Conv2DOptions", padding=0, strideW=1, strideH=1,
+                                                dilationWFactor=1, dilationHFactor=1), "Conv2DOptions")
+    res = m.tensor((1, 6, 6, 4), np.int8, 0.06, 1)
+    m.op("ADD", [conv, x], [res], options("AddOptions", fusedActivationFunction=1), "AddOptions")
+    k = m.const(rng.integers(-128, 128, (4,)), np.int8, scale=0.03, zp=-4)
+    scaled = m.tensor((1, 6, 6, 4), np.int8, 0.05, 2)
+    m.op("MUL", [res, k], [scaled], options("MulOptions"), "MulOptions")
+    mean = m.tensor((1, 1, 1, 4), np.int8, 0.02, -10)
+    m.op("MEAN", [scaled, m.const(np.array([1, 2], np.int32))], [mean],
+         options("ReducerOptions", keepDims=True), "ReducerOptions")
+    y = m.output((1, 4), 0.02, -10)
+    m.op("RESHAPE", [mean, m.const(np.array([1, 4], np.int32))], [y])
+    check(m, rng, cfg)
