@@ -9,6 +9,7 @@ from npu_sim.compiler.ir import Graph
 
 from . import elementwise, layout, mac, pool, reduce, softmax, unary
 from .context import Lowering
+from .reader import read_model
 
 BUILTINS = {
     "CONV_2D": mac.conv_2d, "DEPTHWISE_CONV_2D": mac.depthwise_conv_2d,
@@ -27,7 +28,7 @@ BUILTINS = {
 
 
 def load_tflite_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
-    from .reader import read_model
+    """The graph of a .tflite file's bytes; every error names `source`."""
     try:
         model = read_model(buf)
         return _lower(model, source)
