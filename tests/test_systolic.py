@@ -3,6 +3,7 @@ machine and the compiler make of it: preloads, operand delivery, precision, tile
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -117,7 +118,7 @@ def test_accumulator_overflow_costs_partial_sum_traffic():
 
 
 def test_the_tilers_tiles_change_with_the_array_shape():
-    model = api.default_model()
+    model = Path(__file__).parent / "data" / "mbv2_050_128" / "model.tosa"
     base = api.load_config("edge-256")
     shapes = {}
     for rows, cols in ((16, 16), (8, 64)):
