@@ -154,3 +154,18 @@ def test_engines_sharing_banks_take_longer_than_on_separate_banks():
     shared = _two_engines(3 * 64 * 1024, cfg)        # the vector unit's bank 0
     separate = _two_engines(512 * 1024, cfg)         # bank 2, which the vector unit leaves alone
     assert shared > separate * 1.3
+
+
+def test_vector_micro_ops_cost_by_their_operators_class():
+    cfg = api.load_config("default")
+    n = 64 * 100
+    program = json.dumps([{"fn": "RESCALE", "args": ["in0"], "dtype": "int32"},
+                          {"fn": "ADD", "args": ["%0", "in1"], "dtype": "int32"},
+                          {"fn": "INTDIV", "args": ["%1", "in1"], "dtype": "int32"}])
+    cmd = Compute(id=0, unit="vector", op="elementwise",
+                  inputs={"in0": dense(0, 0, (n,), "int32"), "in1": dense(0, 1 << 16, (n,), "int32")},
+                  outputs={"out": dense(0, 1 << 17, (n,), "int32")}, attrs={"program": program})
+    cost = CostModel(cfg, list(cfg.memories)).of(cmd)
+    assert cost.vector == {"rescale": n, "add": n, "divide": n}
+    cpl = cfg.vector_unit.cycles_per_lane
+    assert cost.busy == math.ceil(n * (cpl["rescale"] + cpl["add"] + cpl["divide"]) / 64)
