@@ -18,11 +18,19 @@ def _format_attr(value) -> str:
     return str(value)
 
 
-def format_command(cmd, program: Program) -> str:
+def mnemonic(cmd) -> str:
+    """LOAD (external -> on-chip), STORE, MOVE, FILL, or the compute opcode in capitals."""
     if isinstance(cmd, DmaCopy):
         src, dst = cmd.src.mem, cmd.dst.mem
-        verb = "LOAD" if src and not dst else "STORE" if dst and not src else "MOVE"
-        body = f"{verb:<8}{format_view(cmd.src, program)} -> {format_view(cmd.dst, program)}"
+        return "LOAD" if src and not dst else "STORE" if dst and not src else "MOVE"
+    if isinstance(cmd, DmaFill):
+        return "FILL"
+    return cmd.op.upper()
+
+
+def format_command(cmd, program: Program) -> str:
+    if isinstance(cmd, DmaCopy):
+        body = f"{mnemonic(cmd):<8}{format_view(cmd.src, program)} -> {format_view(cmd.dst, program)}"
     elif isinstance(cmd, DmaFill):
         body = f"{'FILL':<8}{format_view(cmd.dst, program)} = {cmd.value}"
     else:

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
+from npu_sim.isa.asm import mnemonic
 from npu_sim.isa.errors import HazardError
 from npu_sim.isa.program import Program
 
@@ -99,16 +100,6 @@ def shared_range(a: TensorView, b: TensorView) -> tuple[int, int] | None:
     return max(shared_lo, lo), min(shared_hi, hi)
 
 
-def _opcode(cmd) -> str:
-    """The mnemonic `npu-sim disasm` prints for the command."""
-    if isinstance(cmd, DmaCopy):
-        src, dst = cmd.src.mem, cmd.dst.mem
-        return "LOAD" if src and not dst else "STORE" if dst and not src else "MOVE"
-    if isinstance(cmd, DmaFill):
-        return "FILL"
-    return cmd.op.upper()
-
-
 class HazardChecker:
     """Told when each command starts and ends; raises HazardError at the first conflict."""
 
@@ -163,4 +154,4 @@ class HazardChecker:
         layer = (f"layer {cmd.layer} '{layers[cmd.layer].name}'"
                  if 0 <= cmd.layer < len(layers) else "no layer")
         verb = "writes" if a.write else "reads"
-        return f"command {cmd.id} ({cmd.engine} {_opcode(cmd)}, {layer}) {verb} them"
+        return f"command {cmd.id} ({cmd.engine} {mnemonic(cmd)}, {layer}) {verb} them"

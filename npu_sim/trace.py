@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npu_sim.isa.asm import mnemonic
 from npu_sim.isa.commands import Compute, DmaCopy, DmaFill
 from npu_sim.isa.errors import InputError
 
@@ -49,13 +50,10 @@ def engine_order(engines) -> list[str]:
 
 
 def command_label(cmd) -> str:
-    """The mnemonic of the disassembly: LOAD / STORE / MOVE / FILL / the compute opcode."""
-    if isinstance(cmd, DmaCopy):
-        src, dst = cmd.src.mem, cmd.dst.mem
-        return "LOAD" if src and not dst else "STORE" if dst and not src else "MOVE"
-    if isinstance(cmd, DmaFill):
-        return "FILL"
-    return (cmd.attrs.get("tosa_op") or cmd.op).upper() if cmd.unit == "host" else cmd.op.upper()
+    """The disassembly's mnemonic; a host command is named after the TOSA operator it runs."""
+    if isinstance(cmd, Compute) and cmd.unit == "host" and cmd.attrs.get("tosa_op"):
+        return cmd.attrs["tosa_op"].upper()
+    return mnemonic(cmd)
 
 
 def _operands(cmd) -> list[tuple[str, str, object]]:
