@@ -139,4 +139,3 @@ def names(**match) -> frozenset[str]:
 
 
 ELEMENTWISE = names(opcode="elementwise")      # fused into vector-unit chains
-MAC_OPERATORS = names(engine="mac")

@@ -8,16 +8,17 @@ from .. import datapath as dp
 from .common import HOST_OPS, MAC_KERNELS, VECTOR_KERNELS, VECTOR_WORK, HostCall, classed
 
 
-@MAC_KERNELS.register("conv2d")
-def conv2d(x: dict, a: dict) -> np.ndarray:
-    return dp.conv2d_acc(x["ifm"], x["weights"], a["pad"], a["stride"], a["dilation"],
-                         a["input_zp"], a["weight_zp"])
+def _sliding_window(kernel):
+    """A convolution's tile: tile-local padding, the layer's stride, dilation and zero points."""
+    def accumulate(x: dict, a: dict) -> np.ndarray:
+        return kernel(x["ifm"], x["weights"], a["pad"], a["stride"], a["dilation"],
+                      a["input_zp"], a["weight_zp"])
+    return accumulate
 
 
-@MAC_KERNELS.register("depthwise_conv2d")
-def depthwise_conv2d(x: dict, a: dict) -> np.ndarray:
-    return dp.depthwise_conv2d_acc(x["ifm"], x["weights"], a["pad"], a["stride"], a["dilation"],
-                                   a["input_zp"], a["weight_zp"])
+MAC_KERNELS.register("conv2d")(_sliding_window(dp.conv2d_acc))
+MAC_KERNELS.register("depthwise_conv2d")(_sliding_window(dp.depthwise_conv2d_acc))
+MAC_KERNELS.register("conv3d")(_sliding_window(dp.conv3d_acc))
 
 
 @MAC_KERNELS.register("transpose_conv2d")
@@ -25,12 +26,6 @@ def transpose_conv2d(x: dict, a: dict) -> np.ndarray:
     return dp.transpose_conv2d_acc(x["ifm"], x["weights"], a["stride"], a["out_pad_top"],
                                    a["out_pad_left"], a["in_origin"], a["out_origin"],
                                    a["out_size"], a["input_zp"], a["weight_zp"])
-
-
-@MAC_KERNELS.register("conv3d")
-def conv3d(x: dict, a: dict) -> np.ndarray:
-    return dp.conv3d_acc(x["ifm"], x["weights"], a["pad"], a["stride"], a["dilation"],
-                         a["input_zp"], a["weight_zp"])
 
 
 @MAC_KERNELS.register("matmul")
