@@ -49,7 +49,7 @@ def entries(name: str) -> list[tuple[str, str]]:
     from npu_sim.compiler.validation import CHECKS
     from npu_sim.compiler.validation import spec as spec_module
 
-    from .ops import HOST_OPS, MAC_KERNELS, MICRO_OPS, VECTOR_KERNELS, VECTOR_WORK
+    from .ops import HOST_OPS, MAC_KERNELS, MICRO_OPS, SHAPE_CHECKS, VECTOR_KERNELS, VECTOR_WORK
     row = OPERATORS[name]
     found = []
     if name in spec_module.SPECS:
@@ -59,7 +59,7 @@ def entries(name: str) -> list[tuple[str, str]]:
     by_name = [("rules", CHECKS), ("tile space", TILE_SPACES), ("DMA lowering", DMA_MOVES),
                ("chain micro-op attributes", MICRO_ATTRS), ("constant folding", FOLDS)]
     by_opcode = [("MAC kernel", MAC_KERNELS), ("vector kernel", VECTOR_KERNELS),
-                 ("vector-unit cost", VECTOR_WORK)]
+                 ("vector-unit cost", VECTOR_WORK), ("program check", SHAPE_CHECKS)]
     found += [(what, _where(reg[name])) for what, reg in by_name if name in reg]
     found += [(f"{what} ({row.opcode})", _where(reg[row.opcode])) for what, reg in by_opcode
               if row.opcode in reg]

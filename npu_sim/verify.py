@@ -3,20 +3,19 @@
 The checksums of the encoding catch damage; this catches a program that is well formed but
 wrong (hand-edited, from another tool, or from a compiler bug): every view inside its memory,
 each opcode's required attributes present and typed, operand shapes and dtypes that agree the
-way the kernels need them, dependencies on earlier commands only (so they are in range and
+way the kernels need them (each opcode's check is registered beside its kernel, SHAPE_CHECKS
+in npu_sim/ops), dependencies on earlier commands only (so they are in range and
 acyclic). The first failure is a ProgramError naming the command.
 """
 from __future__ import annotations
 
-import json
 
 from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
-from npu_sim.isa.commands import ITEMSIZE
 from npu_sim.isa.errors import ProgramError
 from npu_sim.isa.opcodes import check
 from npu_sim.isa.program import Program
 
-from .datapath.elementwise import ELEMENTWISE_OPS
+from .ops import SHAPE_CHECKS
 
 MAX_RANK = 8
 MAX_INT = 1 << 31          # bound of every integer attribute: zero points, pads, sizes, origins
@@ -50,8 +49,6 @@ _REQUIRED = {
 }
 _LENGTHS = {"clamp": 2, "in_origin": 2, "out_origin": 2, "out_size": 2, "in_size": 2, "scale": 4,
             "offset": 2, "border": 2, "kernel": 2}
-_MICRO_KEYS = {"RESCALE": ("input_zp", "output_zp", "scale32", "rounding_mode", "per_channel", "input_unsigned",
-                            "output_unsigned"), "CLAMP": ("lo", "hi")}
 _SPATIAL = {"conv2d": 2, "depthwise_conv2d": 2, "conv3d": 3, "avg_pool2d": 2, "max_pool2d": 2}
 
 
@@ -148,95 +145,10 @@ def _compute(cmd: Compute, sizes: list[int], where: str) -> None:
     a = {name: _attr(cmd, name, where) for name in cmd.attrs} if cmd.op != "host" else cmd.attrs
     x = {k: _view(v, sizes, f"{where} {k}") for k, v in cmd.inputs.items()}
     (out_name, out), *_ = [(k, _view(v, sizes, f"{where} {k}")) for k, v in cmd.outputs.items()] or [(None, None)]
-    shapes = {k: v.shape for k, v in x.items()}
 
     def need(ok: bool, what: str):
         if not ok:
             got = ", ".join(f"{k} {v.dtype}{list(v.shape)}" for k, v in {**x, out_name: out}.items() if v)
             raise ProgramError(f"{where} {cmd.op}: {what} ({got})")
 
-    op = cmd.op
-    if op in ("conv2d", "depthwise_conv2d", "conv3d"):
-        s = _SPATIAL[op]
-        ifm, w, o = shapes["ifm"], shapes["weights"], out.shape
-        need(len(ifm) == len(w) == len(o) == s + 2, f"operands of rank {s + 2}")
-        kernel = w[:2] if op == "depthwise_conv2d" else w[1:1 + s]
-        channels = w[2] * w[3] if op == "depthwise_conv2d" else w[0]
-        need((w[2] if op == "depthwise_conv2d" else w[-1]) == ifm[-1], "weights and IFM disagree on channels")
-        pads = a["pad"]
-        expect = [(i + pads[2 * j] + pads[2 * j + 1] - (k - 1) * d - 1) // st + 1
-                  for j, (i, k, st, d) in enumerate(zip(ifm[1:1 + s], kernel, a["stride"], a["dilation"]))]
-        need(o == (ifm[0], *expect, channels), f"output shape should be {[ifm[0], *expect, channels]}")
-        _stage(x, o, need)
-    elif op == "transpose_conv2d":
-        need(len(shapes["ifm"]) == len(shapes["weights"]) == len(out.shape) == 4, "operands of rank 4")
-        need(shapes["weights"][3] == shapes["ifm"][3] and out.shape[3] == shapes["weights"][0],
-             "channels of IFM, weights and output disagree")
-        _stage(x, out.shape, need)
-    elif op == "matmul":
-        (n, h, c), (n2, c2, w) = (shapes["a"] + (0, 0, 0))[:3], (shapes["b"] + (0, 0, 0))[:3]
-        need(len(shapes["a"]) == len(shapes["b"]) == 3 and n == n2 and c == c2 and out.shape == (n, h, w),
-             "expected [N,H,C] x [N,C,W] -> [N,H,W]")
-        _stage(x, out.shape, need)
-    elif op in ("avg_pool2d", "max_pool2d"):
-        i = shapes["in0"]
-        need(len(i) == len(out.shape) == 4, "operands of rank 4")
-        t, b, l, r = a["pad"]
-        expect = [max((n + lo + hi - k) // s + 1, 0) for n, lo, hi, k, s in
-                  zip(i[1:3], (t, l), (b, r), a["kernel"], a["stride"])]
-        need(out.shape == (i[0], *expect, i[3]), f"output shape should be {[i[0], *expect, i[3]]}")
-    elif op in ("reduce", "argmax"):
-        i, axis = shapes["in0"], a["axis"]
-        need(0 <= axis < len(i), f"axis {axis} of a rank-{len(i)} input")
-        want = i[:axis] + (1,) + i[axis + 1:] if op == "reduce" else i[:axis] + i[axis + 1:]
-        need(out.shape == want or (op == "argmax" and out.count == _count(want)), f"output shape should be {list(want)}")
-        need(shapes.get("acc_in", out.shape) == out.shape, "acc_in and output disagree")
-    elif op == "resize":
-        need(len(shapes["in0"]) == len(out.shape) == 4 and shapes["in0"][3] == out.shape[3]
-             and shapes["in0"][0] == out.shape[0] and all(s > 0 for s in a["scale"]), "rank-4 operands, scale > 0")
-    elif op == "elementwise":
-        _elementwise(a["program"], x, out, need)
-
-
-def _count(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def _stage(x: dict, out_shape: tuple, need) -> None:
-    """Output-stage tables are per output channel; partial sums match the output."""
-    channels = out_shape[-1]
-    for name in ("bias", "multiplier", "shift"):
-        if name in x:
-            need(len(x[name].shape) == 1 and x[name].shape[0] in (1, channels), f"{name} is not per channel")
-    if "acc_in" in x:
-        need(x["acc_in"].shape == out_shape, "acc_in and output disagree")
-
-
-def _broadcasts(shape: tuple, to: tuple) -> bool:
-    if len(shape) > len(to):
-        return all(d == 1 for d in shape[:len(shape) - len(to)]) and _broadcasts(shape[len(shape) - len(to):], to)
-    return all(d in (1, t) for d, t in zip(reversed(shape), reversed(to)))
-
-
-def _elementwise(text: str, x: dict, out: TensorView, need) -> None:
-    try:
-        program = json.loads(text)
-    except (ValueError, RecursionError):
-        program = None
-    need(isinstance(program, list) and program, "program is not a JSON list of micro-ops")
-    for i, u in enumerate(program):
-        ok = (isinstance(u, dict) and u.get("fn") in ELEMENTWISE_OPS + ("RESCALE", "TABLE", "CLAMP")
-              and isinstance(u.get("args"), list) and isinstance(u.get("tables", []), list)
-              and u.get("dtype") in ITEMSIZE)
-        need(ok and all(k in u for k in _MICRO_KEYS.get(u["fn"], ())), f"micro-op {i} is malformed")
-        if u["fn"] == "RESCALE" and not u.get("tables"):
-            need("multiplier" in u and "shift" in u, f"micro-op {i} has no multiplier and shift")
-        need(u["fn"] != "TABLE" or u.get("tables"), f"micro-op {i} has no table")
-        for arg in u["args"]:
-            ref = isinstance(arg, str) and arg[:1] == "%" and arg[1:].isdigit() and int(arg[1:]) < i
-            need(ref or (isinstance(arg, str) and arg in x and _broadcasts(x[arg].shape, out.shape)),
-                 f"micro-op {i} reads {str(arg)[:20]}, which is no operand that broadcasts to the output")
-        need(all(t in x for t in u.get("tables", [])), f"micro-op {i} names a table that is no operand")
+    SHAPE_CHECKS[cmd.op](x, a, out, need)

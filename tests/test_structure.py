@@ -12,7 +12,8 @@ from npu_sim.compiler.lowering import DMA_MOVES, MICRO_ATTRS, TILE_SPACES
 from npu_sim.compiler.validation import CHECKS, SPECS
 from npu_sim.isa.opcodes import OPCODES
 from npu_sim.isa.operators import FAMILIES, OPERATORS
-from npu_sim.ops import HOST_OPS, MAC_KERNELS, MICRO_OPS, VECTOR_KERNELS, VECTOR_WORK
+from npu_sim.ops import (HOST_OPS, MAC_KERNELS, MICRO_OPS, SHAPE_CHECKS, VECTOR_KERNELS,
+                         VECTOR_WORK)
 
 REPO = Path(__file__).resolve().parent.parent
 ROOMS = {"npu_sim": "npu_sim", "isa": "npu_sim.isa", "compiler": "npu_sim.compiler"}
@@ -111,8 +112,9 @@ def test_every_operator_has_its_entries_in_its_family_modules(name):
         assert _family(HOST_OPS[name]) == row.family, "host evaluation"
 
 
-def test_every_opcode_has_a_kernel_and_a_cost():
+def test_every_opcode_has_a_kernel_a_cost_and_a_program_check():
     for opcode, spec in OPCODES.items():
+        assert opcode in SHAPE_CHECKS
         if spec.unit == "mac":
             assert opcode in MAC_KERNELS
         elif spec.unit == "vector":
@@ -132,4 +134,5 @@ def test_op_command_points_at_each_entry(name):
         file = next(p for p in (REPO / path, installed / path) if p.exists())
         source = file.read_text().splitlines()[int(line) - 1].lstrip()
         assert source.startswith(("def ", "@", "class ", "HOST_OPS", "MICRO_OPS", "FOLDS",
-                                  "VECTOR_WORK", "\"")) or f'"{name}"' in source, (what, source)
+                                  "SHAPE_CHECKS", "VECTOR_WORK", "\"")) \
+            or f'"{name}"' in source, (what, source)

@@ -2,6 +2,8 @@
 operator is in isa/operators.py): kernels per opcode, their vector-unit cost, chain micro-ops
 and host evaluations. Importing the package registers every family."""
 from . import control, conversion, data_layout, elementwise, tensor_ops  # noqa: F401  (register)
-from .common import HOST_OPS, MAC_KERNELS, MICRO_OPS, VECTOR_KERNELS, VECTOR_WORK, HostCall
+from .common import (HOST_OPS, MAC_KERNELS, MICRO_OPS, SHAPE_CHECKS, VECTOR_KERNELS, VECTOR_WORK,
+                     HostCall)
 
-__all__ = ["HOST_OPS", "MAC_KERNELS", "MICRO_OPS", "VECTOR_KERNELS", "VECTOR_WORK", "HostCall"]
+__all__ = ["HOST_OPS", "MAC_KERNELS", "MICRO_OPS", "SHAPE_CHECKS", "VECTOR_KERNELS", "VECTOR_WORK",
+           "HostCall"]

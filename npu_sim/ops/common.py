@@ -4,7 +4,9 @@ Keyed by ISA opcode (isa/opcodes.py), what the engines run per tile command:
   MAC_KERNELS     MAC opcode -> accumulate(x, attrs): the exact sums of a tile (the output
                   stage that follows is common to all of them, npu_sim/execute.py)
   VECTOR_KERNELS  vector opcode -> run(x, attrs, out): writes the tile's result into `out`
-  VECTOR_WORK     vector opcode -> work(cmd): the element operations the vector unit performs,
+  VECTOR_WORK     vector opcode -> work(cmd): the element operations the vector unit performs
+  SHAPE_CHECKS    opcode -> check(x, attrs, out, need): whether a loaded command's operands
+                  suit its kernel (npu_sim/verify.py),
                   {op class: count}, each operator's class from its row (isa/operators.py)
 Keyed by TOSA operator (isa/operators.py):
   MICRO_OPS       elementwise operator -> run(args, tables, micro, dtype), one micro-op of a
@@ -32,6 +34,9 @@ VECTOR_KERNELS = Registry("vector kernel", _opcodes("vector"))
 VECTOR_WORK = Registry("vector-unit cost", _opcodes("vector"))
 MICRO_OPS = Registry("vector micro-op", ELEMENTWISE)
 HOST_OPS = Registry("host evaluation", OPERATORS)
+# opcode -> check(x, a, out, need): do a loaded command's operand shapes suit the kernel?
+# (npu_sim/verify.py runs it; `need(ok, what)` raises naming the command)
+SHAPE_CHECKS = Registry("program check", OPCODES)
 
 
 def classed(operator: str, count: int) -> dict[str, int]:
@@ -56,3 +61,13 @@ class HostCall(NamedTuple):
 
     def ints(self, i: int) -> list[int]:
         return [int(v) for v in np.asarray(self.inputs[i]).reshape(-1)]
+
+
+def check_stage(x: dict, out_shape: tuple, need) -> None:
+    """A MAC command's output-stage tables are per output channel; partial sums match the output."""
+    channels = out_shape[-1]
+    for name in ("bias", "multiplier", "shift"):
+        if name in x:
+            need(len(x[name].shape) == 1 and x[name].shape[0] in (1, channels), f"{name} is not per channel")
+    if "acc_in" in x:
+        need(x["acc_in"].shape == out_shape, "acc_in and output disagree")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import datapath as dp
-from .common import HOST_OPS, VECTOR_KERNELS, VECTOR_WORK, HostCall, classed
+from .common import HOST_OPS, SHAPE_CHECKS, VECTOR_KERNELS, VECTOR_WORK, HostCall, classed
 
 _COMBINE = {"REDUCE_SUM": np.add, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum,
             "REDUCE_ALL": np.logical_and, "REDUCE_ANY": np.logical_or}
@@ -73,3 +73,21 @@ def resize_host(call: HostCall) -> list:
     return [dp.resize(x, mode=call.attrs["mode"], scale=call.ints(1), offset=call.ints(2),
                       border=call.ints(3), out_size=tuple(call.out_shapes[0][1:3]),
                       in_size=tuple(x.shape[1:3]), out_dtype=call.out_dtypes[0])]
+
+
+# ---- structural checks of loaded programs --------------------------------------------------------
+
+@SHAPE_CHECKS.register("reduce")
+def check_reduce(x: dict, a: dict, out, need) -> None:
+    i, axis = x["in0"].shape, a["axis"]
+    need(0 <= axis < len(i), f"axis {axis} of a rank-{len(i)} input")
+    want = i[:axis] + (1,) + i[axis + 1:]
+    need(out.shape == want, f"output shape should be {list(want)}")
+    need(x["acc_in"].shape == out.shape if "acc_in" in x else True, "acc_in and output disagree")
+
+
+@SHAPE_CHECKS.register("resize")
+def check_resize(x: dict, a: dict, out, need) -> None:
+    i = x["in0"].shape
+    need(len(i) == len(out.shape) == 4 and i[3] == out.shape[3] and i[0] == out.shape[0]
+         and all(s > 0 for s in a["scale"]), "rank-4 operands, scale > 0")

@@ -9,7 +9,8 @@ import numpy as np
 from npu_sim.isa.dtypes import STORAGE
 
 from .. import datapath as dp
-from .common import HOST_OPS, MICRO_OPS, VECTOR_KERNELS, VECTOR_WORK, HostCall, classed
+from .common import HOST_OPS, MICRO_OPS, SHAPE_CHECKS, VECTOR_KERNELS, VECTOR_WORK, HostCall, \
+    classed
 
 # Binary, unary, ternary and comparison operators that dp.elementwise computes; their only
 # attributes are MUL's shift, ARITHMETIC_RIGHT_SHIFT's round and NEGATE's zero points.
@@ -82,3 +83,38 @@ def negate_host(call: HostCall) -> list:
 HOST_OPS.register("CLAMP")(lambda call: [dp.clamp(call.inputs[0], call.attrs["min_val"],
                                                   call.attrs["max_val"])])
 HOST_OPS.register("TABLE")(lambda call: [dp.table(call.inputs[0], call.inputs[1])])
+
+
+# ---- structural checks of loaded programs --------------------------------------------------------
+
+# micro-op attributes the micro-ops above index without a default
+_MICRO_KEYS = {"RESCALE": ("input_zp", "output_zp", "scale32", "rounding_mode", "per_channel",
+                           "input_unsigned", "output_unsigned"), "CLAMP": ("lo", "hi")}
+
+
+def _broadcasts(shape: tuple, to: tuple) -> bool:
+    if len(shape) > len(to):
+        return all(d == 1 for d in shape[:len(shape) - len(to)]) and \
+            _broadcasts(shape[len(shape) - len(to):], to)
+    return all(d in (1, t) for d, t in zip(reversed(shape), reversed(to)))
+
+
+@SHAPE_CHECKS.register("elementwise")
+def check_program(x: dict, a: dict, out, need) -> None:
+    try:
+        program = json.loads(a["program"])
+    except (ValueError, RecursionError):
+        program = None
+    need(isinstance(program, list) and program, "program is not a JSON list of micro-ops")
+    for i, u in enumerate(program):
+        ok = (isinstance(u, dict) and u.get("fn") in MICRO_OPS and isinstance(u.get("args"), list)
+              and isinstance(u.get("tables", []), list) and u.get("dtype") in STORAGE)
+        need(ok and all(k in u for k in _MICRO_KEYS.get(u["fn"], ())), f"micro-op {i} is malformed")
+        if u["fn"] == "RESCALE" and not u.get("tables"):
+            need("multiplier" in u and "shift" in u, f"micro-op {i} has no multiplier and shift")
+        need(u["fn"] != "TABLE" or u.get("tables"), f"micro-op {i} has no table")
+        for arg in u["args"]:
+            ref = isinstance(arg, str) and arg[:1] == "%" and arg[1:].isdigit() and int(arg[1:]) < i
+            need(ref or (isinstance(arg, str) and arg in x and _broadcasts(x[arg].shape, out.shape)),
+                 f"micro-op {i} reads {str(arg)[:20]}, which is no operand that broadcasts to the output")
+        need(all(t in x for t in u.get("tables", [])), f"micro-op {i} names a table that is no operand")

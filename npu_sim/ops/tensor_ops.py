@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import datapath as dp
-from .common import HOST_OPS, MAC_KERNELS, VECTOR_KERNELS, VECTOR_WORK, HostCall, classed
+from .common import HOST_OPS, MAC_KERNELS, SHAPE_CHECKS, VECTOR_KERNELS, VECTOR_WORK, HostCall, \
+    check_stage, classed
 
 
 def _sliding_window(kernel):
@@ -115,3 +116,60 @@ def max_pool2d_host(call: HostCall) -> list:
 
 
 HOST_OPS.register("ARGMAX")(lambda call: [dp.argmax(call.inputs[0], int(call.attrs["axis"]))])
+
+
+# ---- structural checks of loaded programs --------------------------------------------------------
+
+def _convolution_check(spatial: int, depthwise: bool):
+    def check(x: dict, a: dict, out, need) -> None:
+        ifm, w, o = x["ifm"].shape, x["weights"].shape, out.shape
+        need(len(ifm) == len(w) == len(o) == spatial + 2, f"operands of rank {spatial + 2}")
+        kernel = w[:2] if depthwise else w[1:1 + spatial]
+        channels = w[2] * w[3] if depthwise else w[0]
+        need((w[2] if depthwise else w[-1]) == ifm[-1], "weights and IFM disagree on channels")
+        pads = a["pad"]
+        expect = [(i + pads[2 * j] + pads[2 * j + 1] - (k - 1) * d - 1) // st + 1 for j, (i, k, st, d)
+                  in enumerate(zip(ifm[1:1 + spatial], kernel, a["stride"], a["dilation"]))]
+        need(o == (ifm[0], *expect, channels), f"output shape should be {[ifm[0], *expect, channels]}")
+        check_stage(x, o, need)
+    return check
+
+
+SHAPE_CHECKS.register("conv2d")(_convolution_check(2, False))
+SHAPE_CHECKS.register("depthwise_conv2d")(_convolution_check(2, True))
+SHAPE_CHECKS.register("conv3d")(_convolution_check(3, False))
+
+
+@SHAPE_CHECKS.register("transpose_conv2d")
+def check_transpose_conv2d(x: dict, a: dict, out, need) -> None:
+    ifm, w = x["ifm"].shape, x["weights"].shape
+    need(len(ifm) == len(w) == len(out.shape) == 4, "operands of rank 4")
+    need(w[3] == ifm[3] and out.shape[3] == w[0], "channels of IFM, weights and output disagree")
+    check_stage(x, out.shape, need)
+
+
+@SHAPE_CHECKS.register("matmul")
+def check_matmul(x: dict, a: dict, out, need) -> None:
+    (n, h, c), (n2, c2, w) = (x["a"].shape + (0, 0, 0))[:3], (x["b"].shape + (0, 0, 0))[:3]
+    need(len(x["a"].shape) == len(x["b"].shape) == 3 and n == n2 and c == c2
+         and out.shape == (n, h, w), "expected [N,H,C] x [N,C,W] -> [N,H,W]")
+    check_stage(x, out.shape, need)
+
+
+@SHAPE_CHECKS.register("avg_pool2d", "max_pool2d")
+def check_pool(x: dict, a: dict, out, need) -> None:
+    i = x["in0"].shape
+    need(len(i) == len(out.shape) == 4, "operands of rank 4")
+    t, b, l, r = a["pad"]
+    expect = [max((n + lo + hi - k) // s + 1, 0) for n, lo, hi, k, s in
+              zip(i[1:3], (t, l), (b, r), a["kernel"], a["stride"])]
+    need(out.shape == (i[0], *expect, i[3]), f"output shape should be {[i[0], *expect, i[3]]}")
+
+
+@SHAPE_CHECKS.register("argmax")
+def check_argmax(x: dict, a: dict, out, need) -> None:
+    i, axis = x["in0"].shape, a["axis"]
+    need(0 <= axis < len(i), f"axis {axis} of a rank-{len(i)} input")
+    want = i[:axis] + i[axis + 1:]
+    need(out.shape == want or out.count == int(np.prod(want, dtype=np.int64)),
+         f"output shape should be {list(want)}")
