@@ -11,7 +11,7 @@ import npu_sim
 from npu_sim.compiler.lowering import DMA_MOVES, MICRO_ATTRS, TILE_SPACES
 from npu_sim.compiler.validation import CHECKS, SPECS
 from npu_sim.isa.opcodes import OPCODES
-from npu_sim.isa.operators import FAMILIES, OPERATORS
+from npu_sim.isa.operators import ENGINES, FAMILIES, OPERATORS
 from npu_sim.ops import (HOST_OPS, MAC_KERNELS, MICRO_OPS, SHAPE_CHECKS, VECTOR_KERNELS,
                          VECTOR_WORK)
 
@@ -94,7 +94,7 @@ def _family(fn) -> str:
 @pytest.mark.parametrize("name", sorted(OPERATORS))
 def test_every_operator_has_its_entries_in_its_family_modules(name):
     row = OPERATORS[name]
-    assert row.family in FAMILIES
+    assert row.family in FAMILIES and row.engine in ENGINES
     if not row.internal:
         assert _family(CHECKS[name]) in (row.family, "registry"), "validation"
         assert name in SPECS or row.engine in ("host", "dma", "none"), "argument table"
