@@ -1,9 +1,12 @@
 """The bench networks: build (or copy) each one into the cache as a .tosa file, with a seeded
 int8 input .npy, and read its graph input/output names from the flatbuffer.
 
+Besides the zoo's graphs, the models real frontends emitted (tests/data/): three ExecuTorch
+.tosa files and the int8 TFLite models, each with its stored input. A .tflite has no TOSA
+reference run: its outputs are checked against the TFLite interpreter's stored output.
+
 A cached file is rebuilt when its fingerprint changes: the builder arguments, the hash of the
-zoo's source files and the installed tosa-tools version (for the embedded default model, the
-hash of the embedded file).
+zoo's source files and the installed tosa-tools version (for a copied file, its hash).
 """
 from __future__ import annotations
 
@@ -18,13 +21,27 @@ from pathlib import Path
 
 import numpy as np
 
-# key -> (description, zoo network name or None for the embedded default, builder kwargs)
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+
+# key -> (description, zoo network name, None for the embedded default or FILE for a model of
+# tests/data (kwargs: its directory), builder kwargs)
+FILE = "file"
 NETWORKS: dict[str, tuple[str, str | None, dict]] = {
     "mobilenet_v2_224": ("MobileNetV2 1.0, 224x224 (embedded default model)", None, {}),
     "resnet18_112": ("ResNet-18 (basic blocks), 112x112", "resnet",
                      dict(depth=18, resolution=112)),
     "transformer": ("transformer encoder (16 tokens, d_model 64, 2 heads)", "transformer", {}),
     "ds_cnn": ("DS-CNN keyword spotter, MFCC 49x10", "ds_cnn", {}),
+    "et_mbv2_050_128": ("ExecuTorch MobileNetV2 0.5, 128x128, NCHW input", FILE,
+                        dict(dir="mbv2_050_128", file="model.tosa")),
+    "et_small_cnn": ("ExecuTorch small CNN, 48x48, NCHW input", FILE,
+                     dict(dir="small_cnn", file="model.tosa")),
+    "et_attn_block": ("ExecuTorch attention block, 16 tokens x 32", FILE,
+                      dict(dir="attn_block", file="model.tosa")),
+    "tfl_audio_example1": ("TFLite audio classifier (conv, depthwise, FC, softmax)", FILE,
+                           dict(dir="tflite/audio_example1", file="model.tflite")),
+    "tfl_micro_speech": ("TFLite Micro speech (micro_speech)", FILE,
+                         dict(dir="tflite/tflite_micro_speech", file="model.tflite")),
 }
 
 # Not a bench network: the smallest run there is (a few KB of weights), whose peak memory is
@@ -67,6 +84,11 @@ class BenchNetwork:
     input_files: list[Path]
     build_seconds: float          # 0 when taken from the cache
     meta: dict
+    reference: dict[str, Path] | None = None    # stored oracle outputs (a .tflite's)
+
+    @property
+    def tflite(self) -> bool:
+        return self.tosa.suffix == ".tflite"
 
     @property
     def size_bytes(self) -> int:
@@ -91,9 +113,17 @@ def graph_io(path: Path) -> tuple[list[Tensor], list[Tensor]]:
     return ins, outs
 
 
+def _tflite_io(info: dict) -> tuple[list[Tensor], list[Tensor]]:
+    def tensors(rows):
+        return [Tensor(r["name"], list(r["shape"]), r["dtype"].upper()) for r in rows]
+    return tensors(info["inputs"]), tensors(info["outputs"])
+
+
 def _zoo_fingerprint(net: str | None, kwargs: dict) -> str:
     h = hashlib.sha256()
-    if net is None:
+    if net == FILE:
+        h.update((DATA / kwargs["dir"] / kwargs["file"]).read_bytes())
+    elif net is None:
         from npu_sim import api
         h.update(api.default_model().read_bytes())
     else:
@@ -113,6 +143,8 @@ def prepare(key: str, cache: Path, seed: int = 0, log=print) -> BenchNetwork:
     """Build or reuse `cache/<key>.tosa` and its seeded input file(s)."""
     desc, net, kwargs = PROBE if key == "probe" else NETWORKS[key]
     cache.mkdir(parents=True, exist_ok=True)
+    if net == FILE:
+        return _prepare_file(key, desc, kwargs, cache, log)
     tosa = cache / f"{key}.tosa"
     meta_file = cache / f"{key}.meta.json"
     fp = _zoo_fingerprint(net, kwargs)
@@ -153,6 +185,27 @@ def prepare(key: str, cache: Path, seed: int = 0, log=print) -> BenchNetwork:
             np.save(f, x)
         files.append(f)
     return BenchNetwork(key, desc, tosa, ins, outs, files, build_s, meta)
+
+
+def _prepare_file(key: str, desc: str, kwargs: dict, cache: Path, log) -> BenchNetwork:
+    """A model of tests/data, copied with its stored input (and, for a .tflite, the TFLite
+    interpreter's stored output as the reference)."""
+    src = DATA / kwargs["dir"]
+    model = cache / f"{key}{Path(kwargs['file']).suffix}"
+    if not model.exists() or model.read_bytes() != (src / kwargs["file"]).read_bytes():
+        log(f"  copying {key} ({desc}) from {src.relative_to(DATA.parent.parent)}")
+        shutil.copyfile(src / kwargs["file"], model)
+    info = json.loads((src / "info.json").read_text())
+    meta = {"source": str((src / kwargs["file"]).relative_to(DATA.parent.parent)),
+            "fingerprint": _zoo_fingerprint(FILE, kwargs)}
+    if model.suffix == ".tflite":
+        ins, outs = _tflite_io(info)
+        files = [src / r["file"] for r in info["inputs"]]
+        reference = {r["name"]: src / r["file"] for r in info["outputs"]}
+    else:
+        ins, outs = graph_io(model)
+        files, reference = [src / "input-0.npy"], None
+    return BenchNetwork(key, desc, model, ins, outs, files, 0.0, meta, reference)
 
 
 def _safe(name: str) -> str:

@@ -50,6 +50,7 @@ VELA_ACCEL = "ethos-u55-256"
 VELA_SYSTEM = ["--system-config", "Ethos_U55_High_End_Embedded", "--memory-mode", "Shared_Sram"]
 EDGE_CONFIG = "edge-256"          # the preset sized like Vela's ethos-u55-256 system
 QUICK_NETWORKS = ("ds_cnn", "transformer")
+KINDS = ("full", "ref", "ref_native", "timing_only", "timing_uncached")
 
 
 def parse_args(argv=None):
@@ -79,6 +80,8 @@ def parse_args(argv=None):
     p.add_argument("--update-readme", action="store_true",
                    help="also rewrite the generated part of README.md's Benchmarks section")
     p.add_argument("--timeout", type=float, default=900, help="per-command timeout, seconds")
+    p.add_argument("--dse", action=argparse.BooleanOptionalAction, default=None,
+                   help="time the example DSE sweep on one worker (default: on, off with --quick)")
     return p.parse_args(argv)
 
 
@@ -230,13 +233,23 @@ class Bench:
         s.extra["outs"] = {k: str(v) for k, v in outs.items()}
         return s
 
-    def run_timing(self, net, cfg, rep):
+    def run_timing(self, net, cfg, rep, uncached=False):
+        """--timing-only from the bench's program cache, or (`uncached`) with NPU_SIM_CACHE=off:
+        compile + simulate, what Vela's compile + estimate is compared with."""
         d = self.runs / net.key / cfg
+        tag = "timing_uncached" if uncached else "timing"
         cmd = [self.npu_sim, "run", str(net.tosa), "--config", cfg, "--timing-only",
-               "--report", str(d / "timing.json")]
-        s = self.timed(f"{net.key} {cfg} rep {rep} npu-sim --timing-only", cmd, d / "timing",
-                       sim=True)
-        s.extra["cycles"] = _cycles(d / "timing.json") if s.rc == 0 else None
+               "--report", str(d / f"{tag}.json")]
+        label = f"{net.key} {cfg} rep {rep} npu-sim --timing-only" + (
+            " (NPU_SIM_CACHE=off)" if uncached else "")
+        if uncached:
+            saved, self.sim_env = self.sim_env, {**self.sim_env, "NPU_SIM_CACHE": "off"}
+        try:
+            s = self.timed(label, cmd, d / tag, sim=True)
+        finally:
+            if uncached:
+                self.sim_env = saved
+        s.extra["cycles"] = _cycles(d / f"{tag}.json") if s.rc == 0 else None
         return s
 
     def run_vela(self, net, rep):
@@ -265,16 +278,17 @@ class Bench:
                "size_bytes": net.size_bytes, "build_seconds": net.build_seconds,
                "inputs": [vars(t) for t in net.inputs], "outputs": [vars(t) for t in net.outputs],
                "configs": {}}
-        samples = {cfg: {k: [] for k in ("full", "ref", "ref_native", "timing_only")}
-                   for cfg in configs}
+        samples = {cfg: {k: [] for k in KINDS} for cfg in configs}
         mismatches = {cfg: [] for cfg in configs}
         vela_samples = []
         tasks = [("vela", None)] if self.vela else []
         for cfg in configs:
-            tasks += [("full", cfg), ("ref", cfg)]
-            if self.ref_native:
-                tasks.append(("ref_native", cfg))
-            tasks.append(("timing_only", cfg))
+            tasks.append(("full", cfg))
+            if not net.tflite:         # the reference model reads TOSA only
+                tasks.append(("ref", cfg))
+                if self.ref_native:
+                    tasks.append(("ref_native", cfg))
+            tasks += [("timing_only", cfg), ("timing_uncached", cfg)]
         for rep in range(1, reps + 1):
             pending = {}
             # alternate the order every repetition so drifting load hits both sides alike
@@ -285,12 +299,15 @@ class Bench:
                 fn = {"full": lambda: self.run_full(net, cfg, rep),
                       "ref": lambda: self.run_ref(net, cfg, rep),
                       "ref_native": lambda: self.run_ref(net, cfg, rep, native=True),
-                      "timing_only": lambda: self.run_timing(net, cfg, rep)}[kind]
+                      "timing_only": lambda: self.run_timing(net, cfg, rep),
+                      "timing_uncached": lambda: self.run_timing(net, cfg, rep, True)}[kind]
                 s = fn()
                 samples[cfg][kind].append(s)
                 pending.setdefault(cfg, {})[kind] = s
             for cfg, got in pending.items():     # this repetition's outputs, bit for bit
                 full, ref = got.get("full"), got.get("ref")
+                if net.reference and full and full.rc == 0:
+                    ref = measure.Sample(0.0, 0.0, 0, 0, extra={"outs": net.reference})
                 if full and ref and full.rc == 0 and ref.rc == 0:
                     refs = {k: Path(v) for k, v in ref.extra["outs"].items()}
                     diffs = compare_outputs(Path(full.extra["out_dir"]), refs)
@@ -332,6 +349,8 @@ class Bench:
                 c["full_vs_ref_native" + suffix] = measure.ratio(w("full"), w("ref_native"))
                 c["timing_only_vs_vela" + suffix] = measure.ratio(w("timing_only"),
                                                                   vt.get(what))
+                c["uncached_vs_vela" + suffix] = measure.ratio(w("timing_uncached"),
+                                                               vt.get(what))
             d = self.runs / net.key / cfg
             full_rep = summarize_report(d / "full.json") if c["full"] else None
             timing_rep = summarize_report(d / "timing.json") if c["timing_only"] else None
@@ -341,7 +360,7 @@ class Bench:
             c["cycles_consistent"] = (full_rep["cycles"] == timing_rep["cycles"]
                                       if full_rep and timing_rep else None)
             per_rep = {k: [s.extra.get("cycles") for s in samples[cfg][k] if s.rc == 0]
-                       for k in ("full", "timing_only")}
+                       for k in ("full", "timing_only", "timing_uncached")}
             c["cycles_per_rep"] = per_rep
             c["cycles_stable"] = len({x for v in per_rep.values() for x in v}) <= 1
             est = (vela or {}).get("estimate") or {}
@@ -350,6 +369,31 @@ class Bench:
                 c["cycles_vs_vela"] = rep_["cycles"] / est["cycles_total"]
             res["configs"][cfg] = c
         return res
+
+
+DSE_SWEEP = REPO / "examples" / "sweep-edge.yaml"
+
+
+def dse_throughput(bench) -> dict:
+    """The example sweep on one worker process, timed whole: design points (design x network,
+    each compiled and simulated timing-only) per second per core."""
+    out = bench.runs / "dse"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [bench.npu_sim, "dse", str(DSE_SWEEP), "-j", "1", "-o", str(out), "--no-plots", "-q"]
+    s = bench.timed("npu-sim dse examples/sweep-edge.yaml -j 1", cmd, bench.runs / "dse-run",
+                    sim=True)
+    rows = out / "results.jsonl"
+    points = sum(1 for line in rows.read_text().splitlines() if line.strip()) \
+        if rows.exists() else 0
+    if s.rc or not points:
+        return {"error": f"npu-sim dse failed (exit {s.rc}): {_first_line(s.stderr_tail)}"}
+    return {"cmd": " ".join(["npu-sim", "dse", "examples/sweep-edge.yaml", "-j", "1"]),
+            "points": points, "jobs": 1, "wall_s": s.wall_s, "cpu_s": s.cpu_s,
+            "points_per_s_per_core": points / s.wall_s}
+
+
+def _first_line(text: str) -> str:
+    return next((x for x in str(text).splitlines() if x.strip()), "")
 
 
 def _cycles(report_json: Path):
@@ -462,9 +506,10 @@ def main(argv=None) -> int:
     prepared = [networks.prepare(k, args.cache_dir, args.seed, log) for k in nets]
 
     probe = networks.prepare("probe", args.cache_dir, args.seed, log)
-    per_net = 1 + len(configs) * (3 + bool(bench.ref_native))
-    per_net -= 0 if bench.vela else 1
-    bench.total_steps = 2 * reps + len(prepared) * per_net * reps
+    per_net = [bool(bench.vela) + len(configs) * (3 + (0 if n.tflite else
+                                                       1 + bool(bench.ref_native)))
+               for n in prepared]
+    bench.total_steps = 2 * reps + sum(per_net) * reps
     fl = measure.floor(bench.env, args.cache_dir, bench.runs / "floor")
     log(f"measuring with {measure.METHOD}: floor (`true`) {fl.wall_s * 1000:.0f} ms, "
         f"{fl.maxrss_kib / 1024:.1f} MiB")
@@ -509,6 +554,10 @@ def main(argv=None) -> int:
     for net in prepared:
         log(f"== {net.key}: {net.description}, {net.size_bytes:,} bytes")
         results["networks"][net.key] = bench.bench_network(net, configs, reps)
+    if args.dse if args.dse is not None else not args.quick:
+        log("== DSE throughput: the example sweep on one worker")
+        bench.total_steps += 1
+        results["dse"] = dse_throughput(bench)
     results["load_average"] = {"start": load0, "end": machine.loadavg()}
     src["fingerprint_end"] = source.fingerprint(src_root)
     src["changed_during_run"] = src["fingerprint_end"] != src["fingerprint_start"]
