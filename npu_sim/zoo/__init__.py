@@ -1,4 +1,5 @@
-"""Model zoo: deterministic builders of realistic int8 TOSA 1.0 (PRO-INT) networks.
+"""Model zoo: deterministic builders of realistic int8 TOSA 1.0 (PRO-INT) networks, and of
+MobileNetV2 and the transformer encoder as fp16, bf16 or fp32 (PRO-FP) graphs (`dtype=`).
 
 Each builder returns `(tosa_bytes, meta)`: the flatbuffer (TOSA 1.0.0, non-draft)
 and a small dict with the input (name/shape/dtype/scale/zero_point), the output
@@ -19,17 +20,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import cnn, transformer
-from .core import Spec
+from .core import FLOAT_DTYPES, Spec
 
 NETWORKS = ("mobilenet_v2", "resnet", "transformer", "ds_cnn")
+FLOAT_NETWORKS = ("mobilenet_v2", "transformer", "transformer_encoder")   # dtype fp16/bf16/fp32
 
 DEFAULT_MODEL_FILE = "mobilenet_v2_224.tosa"
 DEFAULT_MODEL_ARGS = dict(width=1.0, resolution=224, num_classes=1000, seed=0)
 
 
-def mobilenet_v2(width=1.0, resolution=224, num_classes=1000, seed=0, n_calib=None):
-    """MobileNetV2: int8 NHWC [1,res,res,3] -> [1,num_classes]."""
-    return cnn.mobilenet_v2_spec(width, resolution, num_classes, seed, n_calib).build()
+def mobilenet_v2(width=1.0, resolution=224, num_classes=1000, seed=0, n_calib=None,
+                 dtype="int8"):
+    """MobileNetV2: int8 (or dtype) NHWC [1,res,res,3] -> [1,num_classes]."""
+    return cnn.mobilenet_v2_spec(width, resolution, num_classes, seed, n_calib, dtype).build()
 
 
 def resnet(depth=18, resolution=112, width=64, num_classes=1000, seed=0, n_calib=None):
@@ -38,10 +41,10 @@ def resnet(depth=18, resolution=112, width=64, num_classes=1000, seed=0, n_calib
 
 
 def transformer_encoder(tokens=16, d_model=64, heads=2, d_ff=128, layers=1, seed=0,
-                        n_calib=16):
-    """Pre-LN transformer encoder: int8 [1,tokens,d_model] -> [1,tokens,d_model]."""
+                        n_calib=16, dtype="int8"):
+    """Pre-LN transformer encoder: int8 (or dtype) [1,tokens,d_model] -> [1,tokens,d_model]."""
     return transformer.transformer_encoder_spec(tokens, d_model, heads, d_ff, layers, seed,
-                                                n_calib).build()
+                                                n_calib, dtype).build()
 
 
 def ds_cnn(seed=0, channels=64, num_classes=12, rounding="double", n_calib=8):
@@ -61,6 +64,12 @@ _SPECS = {
 def spec(name: str, **kwargs) -> Spec:
     """The network definition behind `build` (for float-reference comparisons:
     `s = spec(...); f = s.calibrate(); s.emit(f); s.float_forward(f, x_int8)`)."""
+    dtype = kwargs.get("dtype", "int8")
+    if dtype != "int8" and name in _SPECS and name not in FLOAT_NETWORKS:
+        raise ValueError(f"{name} has no float graph (dtype {dtype}); float networks: "
+                         f"{', '.join(FLOAT_NETWORKS[:2])}")
+    if dtype not in ("int8", *FLOAT_DTYPES):
+        raise ValueError(f"dtype {dtype!r}: choose int8 or one of {', '.join(FLOAT_DTYPES)}")
     try:
         return _SPECS[name](**kwargs)
     except KeyError:
@@ -95,5 +104,5 @@ def default_model_info() -> dict:
             "output_name": outs[0], "output_shape": shapes[outs[0]]}
 
 
-__all__ = ["NETWORKS", "build", "spec", "mobilenet_v2", "resnet", "transformer_encoder",
+__all__ = ["NETWORKS", "FLOAT_NETWORKS", "build", "spec", "mobilenet_v2", "resnet", "transformer_encoder",
            "ds_cnn", "default_model_path", "default_model_info", "Spec"]

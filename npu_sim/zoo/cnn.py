@@ -47,15 +47,17 @@ def _mbv2_net(b, x, width, num_classes):
     return classifier_conv(b, x, num_classes, name="classifier")
 
 
-def mobilenet_v2_spec(width=1.0, resolution=224, num_classes=1000, seed=0, n_calib=None):
+def mobilenet_v2_spec(width=1.0, resolution=224, num_classes=1000, seed=0, n_calib=None,
+                      dtype="int8"):
     """Standard MobileNetV2 (torchvision layout), NHWC int8 [1,R,R,3] -> [1,num_classes].
 
     ReLU6 is folded into the conv RESCALE output range; residual adds are lowered
     TFLite-style; classifier is a 1x1 CONV2D + RESHAPE. All RESCALEs SINGLE_ROUND
-    (ExecuTorch style)."""
+    (ExecuTorch style). `dtype` fp16/bf16/fp32: the float graph of the same network
+    (fgraph.py)."""
     n_calib = n_calib or auto_calib(resolution)
     return Spec("mobilenet_v2", _mbv2_net, [1, resolution, resolution, 3], seed, n_calib,
-                dict(width=width, num_classes=num_classes))
+                dict(width=width, num_classes=num_classes), dtype=dtype)
 
 
 def _resnet_net(b, x, blocks, width, num_classes):

@@ -6,8 +6,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .fgraph import FpCtx
 from .layers import QT, FloatCtx, QuantCtx
 from .quant import choose_qparams
+
+FLOAT_DTYPES = {"fp16": "FP16", "bf16": "BF16", "fp32": "FP32"}
 
 # Graph input is int8 covering float [-1, 1]; calibration inputs are uniform on the
 # same interval, so a uniformly random int8 test input is in-distribution.
@@ -24,6 +27,7 @@ class Spec:
     n_calib: int
     kw: dict = field(default_factory=dict)
     input_name: str = "input"
+    dtype: str = "int8"          # or a float graph: fp16, bf16, fp32 (fgraph.py)
 
     def calibrate(self) -> FloatCtx:
         """Create the seeded float network and observe its activation ranges."""
@@ -76,5 +80,36 @@ class Spec:
             meta["debug"] = debug
         return data, meta
 
+    def emit_float(self, fctx: FloatCtx) -> tuple[bytes, dict]:
+        """The float graph (self.dtype) with the calibrated network's parameters; its input
+        takes the float values the int8 graph's input stands for ([-1, 1])."""
+        e = self.float_graph(fctx).e
+        y = e.outputs[0]
+        data = e.serialize()
+        meta = {
+            "name": self.name, "tosa_version": "1.0.0", "dtype": self.dtype,
+            "input": {"name": self.input_name, "shape": list(self.input_shape),
+                      "dtype": e.dtype[self.input_name]},
+            "output_names": [y],
+            "outputs": [{"name": y, "shape": e.shape[y], "dtype": e.dtype[y]}],
+            "macs": e.macs, "macs_by_op": dict(sorted(e.macs_by_op.items())),
+            "op_histogram": dict(sorted(e.hist.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "seed": self.seed, "n_calib": self.n_calib, "config": dict(self.kw),
+            "tosa_bytes": len(data),
+        }
+        return data, meta
+
+    def float_graph(self, fctx: FloatCtx) -> FpCtx:
+        """The float graph's emitter context (its per-operator records, for checks)."""
+        b = FpCtx(fctx, FLOAT_DTYPES[self.dtype])
+        x = QT(b.e.input(self.input_name, self.input_shape, b.dtype), None)
+        b.e.output(self.net_fn(b, x, **self.kw).name)
+        return b
+
+    def float_reference(self, fctx: FloatCtx, x: np.ndarray):
+        """The float64 model on a float input (what the float graph approximates)."""
+        return self.net_fn(FloatCtx(frozen=fctx), np.asarray(x, np.float64), **self.kw)
+
     def build(self) -> tuple[bytes, dict]:
-        return self.emit(self.calibrate())
+        fctx = self.calibrate()
+        return self.emit_float(fctx) if self.dtype != "int8" else self.emit(fctx)

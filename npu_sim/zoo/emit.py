@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from collections import Counter
 
+import ml_dtypes
 import numpy as np
 import tosa_serializer as ts
 
 from .quant import multipliers
 
-DT = {"INT8": ts.DType.INT8, "INT16": ts.DType.INT16, "INT32": ts.DType.INT32}
-NP = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32}
+DT = {"INT8": ts.DType.INT8, "INT16": ts.DType.INT16, "INT32": ts.DType.INT32,
+      "FP32": ts.DType.FP32, "FP16": ts.DType.FP16, "BF16": ts.DType.BF16}
+NP = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "FP32": np.float32,
+      "FP16": np.float16, "BF16": ml_dtypes.bfloat16}
+FLOATS = ("FP32", "FP16", "BF16")
 ROUND = {"single": ts.RoundingMode.SINGLE_ROUND, "double": ts.RoundingMode.DOUBLE_ROUND}
 
 
@@ -41,6 +45,10 @@ class Emitter:
         self.macs_by_op: Counter = Counter()
         self.inputs: list[str] = []
         self.outputs: list[str] = []
+        # every operator and constant as emitted, so one operator can be re-emitted alone
+        self.records: list[tuple] = []
+        self.const_data: dict[str, tuple[np.ndarray, str]] = {}
+        self.terms: dict[str, int] = {}    # dot-product outputs: products summed per element
 
     # ---- naming / tensors -------------------------------------------------
     def _name(self, base: str) -> str:
@@ -71,6 +79,7 @@ class Emitter:
         name = self._name(base)
         self.shape[name], self.dtype[name] = shape, dtype
         self.ser.addConst(shape, DT[dtype], arr.reshape(shape), name=name)
+        self.const_data[name] = (arr.reshape(shape), dtype)
         self.hist["CONST"] += 1
         return name
 
@@ -80,6 +89,7 @@ class Emitter:
         if key not in self._shape_consts:
             name = self._name("shape")
             self.ser.addConst([len(key)], ts.DType.SHAPE, np.array(key, np.int64), name=name)
+            self.const_data[name] = (np.array(key, np.int64), "SHAPE")
             self.hist["CONST_SHAPE"] += 1
             self._shape_consts[key] = name
         return self._shape_consts[key]
@@ -87,8 +97,16 @@ class Emitter:
     def op(self, opname, inputs, out_shape, out_dtype, attr, base) -> str:
         out = self._tensor(base, out_shape, out_dtype)
         self.blk.addOperator(getattr(ts.Op, opname), list(inputs), [out], attr)
+        self.records.append((opname, list(inputs), out, attr))
         self.hist[opname] += 1
         return out
+
+    def is_float(self, x: str) -> bool:
+        return self.dtype[x] in FLOATS
+
+    def zero(self, base, dtype) -> str:
+        """A zero-point operand: [0] of the operand's type (0.0 for floats)."""
+        return self.const(base, [0], dtype)
 
     def _macs(self, opname, n):
         self.macs += int(n)
@@ -104,22 +122,28 @@ class Emitter:
         ow = (iw + pad[2] + pad[3] - kw) // stride[1] + 1
         assert (ih + pad[0] + pad[1] - kh) % stride[0] == 0, "conv H must divide exactly"
         assert (iw + pad[2] + pad[3] - kw) % stride[1] == 0, "conv W must divide exactly"
-        izp = self.const(f"{base}_input_zp", [in_zp], "INT8")
-        wzp = self.const(f"{base}_weight_zp", [0], "INT8")
+        dt = self.dtype[x]
+        izp = self.const(f"{base}_input_zp", [in_zp], dt)
+        wzp = self.zero(f"{base}_weight_zp", self.dtype[w])
         kind = "DEPTHWISE_CONV2D" if depthwise else "CONV2D"
+        # floats accumulate in fp32 and write the input's type; int8 accumulates in int32
+        acc, out_dt = ("FP32", dt) if dt in FLOATS else ("INT32", "INT32")
         attr = _attr("DepthwiseConv2dAttribute" if depthwise else "Conv2dAttribute",
-                     list(pad), list(stride), [1, 1], False, ts.DType.INT32)
-        out = self.op(kind, [x, w, bias, izp, wzp], [n, oh, ow, oc], "INT32", attr, base)
+                     list(pad), list(stride), [1, 1], False, DT[acc])
+        out = self.op(kind, [x, w, bias, izp, wzp], [n, oh, ow, oc], out_dt, attr, base)
+        self.terms[out] = kh * kw * (1 if depthwise else c)
         self._macs(kind, n * oh * ow * oc * kh * kw * (1 if depthwise else c))
         return out
 
     def matmul(self, a, b, a_zp, b_zp, base):
         n, h, c = self.shape[a]
         w = self.shape[b][2]
-        azp = self.const(f"{base}_A_zp", [a_zp], "INT8")
-        bzp = self.const(f"{base}_B_zp", [b_zp], "INT8")
-        out = self.op("MATMUL", [a, b, azp, bzp], [n, h, w], "INT32",
+        azp = self.const(f"{base}_A_zp", [a_zp], self.dtype[a])
+        bzp = self.const(f"{base}_B_zp", [b_zp], self.dtype[b])
+        out_dt = "FP32" if self.is_float(a) else "INT32"     # fp16/bf16 accumulate in fp32
+        out = self.op("MATMUL", [a, b, azp, bzp], [n, h, w], out_dt,
                       _attr("MatMulAttribute"), base)
+        self.terms[out] = c
         self._macs("MATMUL", n * h * w * c)
         return out
 
@@ -127,10 +151,14 @@ class Emitter:
         n, ih, iw, c = self.shape[x]
         oh = (ih + pad[0] + pad[1] - kernel[0]) // stride[0] + 1
         ow = (iw + pad[2] + pad[3] - kernel[1]) // stride[1] + 1
-        izp = self.const(f"{base}_input_zp", [in_zp], "INT8")
-        ozp = self.const(f"{base}_output_zp", [out_zp], "INT8")
-        attr = _attr("AvgPool2dAttribute", list(kernel), list(stride), list(pad), ts.DType.INT32)
-        return self.op("AVG_POOL2D", [x, izp, ozp], [n, oh, ow, c], "INT8", attr, base)
+        dt = self.dtype[x]
+        izp = self.const(f"{base}_input_zp", [in_zp], dt)
+        ozp = self.const(f"{base}_output_zp", [out_zp], dt)
+        acc = ts.DType.FP32 if dt in FLOATS else ts.DType.INT32
+        attr = _attr("AvgPool2dAttribute", list(kernel), list(stride), list(pad), acc)
+        out = self.op("AVG_POOL2D", [x, izp, ozp], [n, oh, ow, c], dt, attr, base)
+        self.terms[out] = kernel[0] * kernel[1]
+        return out
 
     def max_pool(self, x, kernel, stride, pad, base):
         n, ih, iw, c = self.shape[x]
@@ -140,7 +168,7 @@ class Emitter:
         ow = (iw + pad[2] + pad[3] - kernel[1]) // stride[1] + 1
         attr = _attr("MaxPool2dAttribute", list(kernel), list(stride), list(pad),
                      ts.NanPropagationMode.PROPAGATE)
-        return self.op("MAX_POOL2D", [x], [n, oh, ow, c], "INT8", attr, base)
+        return self.op("MAX_POOL2D", [x], [n, oh, ow, c], self.dtype[x], attr, base)
 
     # ---- elementwise ---------------------------------------------------------
     def rescale(self, x, scales, in_zp, out_zp, out_dtype, base, rounding="single"):
@@ -159,15 +187,38 @@ class Emitter:
     def _bcast(self, a, b):
         return [max(p, q) for p, q in zip(self.shape[a], self.shape[b])]
 
+    def _out_dt(self, a):
+        return self.dtype[a] if self.is_float(a) else "INT32"
+
     def add(self, a, b, base):
-        return self.op("ADD", [a, b], self._bcast(a, b), "INT32", _attr("AddAttribute"), base)
+        return self.op("ADD", [a, b], self._bcast(a, b), self._out_dt(a), _attr("AddAttribute"),
+                       base)
 
     def sub(self, a, b, base):
-        return self.op("SUB", [a, b], self._bcast(a, b), "INT32", _attr("SubAttribute"), base)
+        return self.op("SUB", [a, b], self._bcast(a, b), self._out_dt(a), _attr("SubAttribute"),
+                       base)
 
     def mul(self, a, b, base, shift=0):
         sh = self.const(f"{base}_shift", [shift], "INT8")
-        return self.op("MUL", [a, b, sh], self._bcast(a, b), "INT32", _attr("MulAttribute"), base)
+        return self.op("MUL", [a, b, sh], self._bcast(a, b), self._out_dt(a),
+                       _attr("MulAttribute"), base)
+
+    def unary(self, opname, x, base):
+        """A float elementwise function without attributes (EXP, ERF, RSQRT, RECIPROCAL, ...)."""
+        kind = "".join(w.capitalize() for w in opname.split("_")) + "Attribute"
+        return self.op(opname, [x], self.shape[x], self.dtype[x], _attr(kind), base)
+
+    def clamp(self, x, lo, hi, base):
+        dt = DT[self.dtype[x]]
+
+        def raw(v):
+            b = list(ts.TosaSerializer.convertDataToUint8Vec(dt, [v]))
+            return b + [0] * (-len(b) % 8)
+        attr = _attr("ClampAttribute", raw(lo), raw(hi), ts.NanPropagationMode.PROPAGATE)
+        return self.op("CLAMP", [x], self.shape[x], self.dtype[x], attr, base)
+
+    def cast(self, x, dtype, base):
+        return self.op("CAST", [x], self.shape[x], dtype, _attr("CastAttribute"), base)
 
     def table(self, x, values, base):
         t = self.const(f"{base}_table", values, "INT8")
@@ -180,7 +231,10 @@ class Emitter:
             attr = _attr("ReduceMaxAttribute", axis, ts.NanPropagationMode.PROPAGATE)
         else:
             attr = _attr("ReduceSumAttribute", axis)
-        return self.op(kind, [x], shape, self.dtype[x], attr, base)
+        out = self.op(kind, [x], shape, self.dtype[x], attr, base)
+        if kind == "REDUCE_SUM":
+            self.terms[out] = self.shape[x][axis]
+        return out
 
     # ---- data layout ---------------------------------------------------------
     def reshape(self, x, shape, base):

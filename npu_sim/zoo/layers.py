@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import fops
+from . import fgraph, fops
 from .emit import Emitter
 from .quant import QParams, choose_qparams, f32, quantize_bias, quantize_weights
 
@@ -35,6 +35,7 @@ class QT:
 
 class FloatCtx:
     is_float = True
+    graph_dtype = None      # fgraph.FpCtx emits a float graph instead (its element type)
 
     def __init__(self, seed: int = 0, frozen: "FloatCtx | None" = None):
         """`frozen`: replay a calibrated network (its params and ranges) on new data,
@@ -63,6 +64,7 @@ class FloatCtx:
 
 class QuantCtx:
     is_float = False
+    graph_dtype = None
 
     def __init__(self, fctx: FloatCtx):
         self.params, self.ranges = fctx.params, fctx.ranges
@@ -156,6 +158,8 @@ def conv(b, x, cout, k=1, stride=1, act=None, bn=True, depthwise=False, pad_mode
         y = _act(y, act)
         b.observe(key, y)
         return b.record(key, y)
+    if b.graph_dtype:
+        return b.record(key, QT(fgraph.conv(b, key, x.name, act, depthwise, ss), None))
     p, e = b.params[key], b.e
     xq, pad = _crop_for_pads(b, x, p["pad"], key)
     wq, sw = quantize_weights(p["w"], axis=2 if depthwise else 0)
@@ -192,6 +196,8 @@ def add(b, x, y, act=None, name="add", rounding="single"):
         z = _act(x + y, act)
         b.observe(key, z)
         return b.record(key, z)
+    if b.graph_dtype:
+        return b.record(key, QT(fgraph.add(b, key, x.name, y.name, act), None))
     qo = b.qp(key)
     return b.record(key, QT(addsub_q(b.e, "ADD", x, y, qo, key, rounding), qo))
 
@@ -201,6 +207,8 @@ def global_avg_pool(b, x, name="avgpool"):
     key = b.key(name)
     if b.is_float:
         return b.record(key, x.mean(axis=(1, 2), keepdims=True))
+    if b.graph_dtype:
+        return b.record(key, QT(fgraph.global_avg_pool(b, key, x.name), None))
     _, h, w, _ = b.e.shape[x.name]
     out = b.e.avg_pool(x.name, [h, w], [1, 1], [0, 0, 0, 0], x.q.zp, x.q.zp, key)
     return b.record(key, QT(out, x.q))
@@ -238,6 +246,8 @@ def classifier_conv(b, x, classes, name="fc"):
     key = b.key(name)
     if b.is_float:
         return _classifier_float(b, key, x, classes)
+    if b.graph_dtype:
+        return b.record(key, QT(fgraph.classifier_conv(b, key, x.name, classes), None))
     p, e, qo = b.params[key], b.e, b.qp(key)
     wq, sw = quantize_weights(p["w"], axis=0)
     acc_scale = x.q.scale * sw

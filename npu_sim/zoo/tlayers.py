@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from . import fgraph
 from .layers import QT, linear_init, addsub_q
 from .quant import f32, make_table, quantize_bias, quantize_weights
 
@@ -53,6 +54,8 @@ def linear(b, x, dout, name, row_gain=None):
         y = x @ p["w"].T + p["b"]
         b.observe(key, y)
         return b.record(key, y)
+    if b.graph_dtype:
+        return b.record(key, QT(fgraph.linear(b, key, x.name, dout), None))
     e, p, qo = b.e, b.params[key], b.qp(key)
     din = e.shape[x.name][-1]
     tokens = int(np.prod(e.shape[x.name])) // din
@@ -73,6 +76,8 @@ def table_act(b, x, fn, name):
         y = fn(x)
         b.observe(key, y)
         return b.record(key, y)
+    if b.graph_dtype:
+        return b.record(key, QT(fgraph.table_act(b, key, x.name, fn), None))
     qo = b.qp(key)
     return b.record(key, QT(b.e.table(x.name, make_table(fn, x.q, qo), key), qo))
 
@@ -96,6 +101,8 @@ def layernorm(b, x, name="ln"):
         _observe_all(b, key, mean=mean, centered=cen, var=var, rstd=rstd, norm=norm)
         b.observe(key, y)
         return b.record(key, y)
+    if b.graph_dtype:
+        return b.record(key, QT(fgraph.layernorm(b, key, x.name, LN_EPS), None))
     e, p = b.e, b.params[key]
     shape = e.shape[x.name]
     d, axis = shape[-1], len(shape) - 1
@@ -167,6 +174,9 @@ def attention(b, x, heads, name="attn"):
                      ctx=ctx)
         merged = ctx.transpose(0, 2, 1, 3).reshape(n, t, d)
         return b.record(key, linear(b, merged, d, f"{key}_proj"))
+    if b.graph_dtype:
+        proj = lambda m: linear(b, QT(m, None), d, f"{key}_proj").name   # noqa: E731
+        return b.record(key, QT(fgraph.attention(b, key, qkv.name, heads, proj), None))
     e = b.e
     t, d = e.shape[qkv.name][0], e.shape[qkv.name][-1] // 3
     dh = d // heads

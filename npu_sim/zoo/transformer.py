@@ -28,8 +28,9 @@ def _encoder_net(b, x, heads, d_ff, layers):
 
 
 def transformer_encoder_spec(tokens=16, d_model=64, heads=2, d_ff=128, layers=1, seed=0,
-                             n_calib=16):
+                             n_calib=16, dtype="int8"):
+    """`dtype` fp16/bf16/fp32: the float graph of the same encoder (fgraph.py)."""
     if d_model % heads:
         raise ValueError("d_model must be divisible by heads")
     return Spec("transformer", _encoder_net, [1, tokens, d_model], seed, n_calib,
-                dict(heads=heads, d_ff=d_ff, layers=layers))
+                dict(heads=heads, d_ff=d_ff, layers=layers), dtype=dtype)
