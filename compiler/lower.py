@@ -10,6 +10,7 @@ from .allocate import align
 from .cascade import cascade_space
 from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
+from .staging import block_views, plan as plan_staging
 from .steps import Step
 from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim
 
@@ -23,6 +24,9 @@ class Lowering:
                  handoffs: set[str] = frozenset(), room_slack: float = 1.25):
         self.g, self.p, self.em = graph, placement, emitter
         self.channels = hardware.dma.channels
+        self.hw = hardware
+        self._workspace = (0, 0)      # a data-movement step's room for staging buffers
+        self._probe: list[int] | None = None    # staging_need(): buffer bytes, nothing emitted
         self.ctx = Context(graph, placement.on_chip, cost_per_byte, hardware)
         self.tile_overhead = tile_overhead
         self.memory_cost = memory_cost
@@ -84,6 +88,7 @@ class Lowering:
         if step.kind in ("mac", "vector"):
             return self._tiled(step, workspace, flip)
         if step.kind == "dma":
+            self._workspace = workspace
             self._data_movement(step)
         elif step.kind == "host":
             self._host(step)
@@ -203,12 +208,39 @@ class Lowering:
     def _data_movement(self, step: Step):
         DMA_MOVES.lookup(step.main.op, step.main.describe())(self, step)
 
+    def staging_need(self, step: Step, budget: int) -> int:
+        """Bytes of workspace a data-movement step's staged copies use (nothing is emitted)."""
+        self._probe, self._workspace = [0], (0, budget)
+        try:
+            self._data_movement(step)
+            return self._probe[0]
+        finally:
+            self._probe = None
+
     def copy(self, src: TensorView, dst: TensorView):
-        """A whole-tensor move of a data-movement step, on the activations' DMA queue."""
-        self.em.copy(src, dst, self._channel("act"))
+        """A whole-tensor move of a data-movement step, on the activations' DMA queue, or staged
+        block by block through the step's workspace when that moves fewer wasted bursts
+        (compiler/staging.py)."""
+        base, size = self._workspace
+        stage = plan_staging(src, dst, self.hw, self.memory_cost, size)
+        if self._probe is not None:
+            self._probe[0] = max(self._probe[0], stage.working_set if stage else 0)
+            return
+        if stage is None:
+            self.em.copy(src, dst, self._channel("act"))
+            return
+        bufs = (base, base + align(stage.buffer_bytes))
+        n = src.shape[stage.axis]
+        for k, start in enumerate(range(0, n, stage.block)):
+            load, buf, held, store = block_views(src, dst, stage, start,
+                                                 min(stage.block, n - start), bufs[k % 2])
+            channel = k % self.channels          # block k+1 loads while block k stores
+            self.em.copy(load, buf, channel)
+            self.em.copy(held, store, channel)
 
     def fill(self, dst: TensorView, value: int):
-        self.em.fill(dst, value, self._channel("act"))
+        if self._probe is None:
+            self.em.fill(dst, value, self._channel("act"))
 
     def _host(self, step: Step):
         op = step.main

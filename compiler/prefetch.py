@@ -36,6 +36,8 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
     idle = [0.0] * n             # estimated cycles each step leaves the memories idle
     load: dict[str, float] = {}  # constant -> estimated cycles to load it
     for i, step in enumerate(steps):
+        if step.kind == "dma":                  # room for its staged copies' buffers
+            need[i] = lowering.staging_need(step, placement.workspaces[i][1])
         if step.kind not in TILED:
             continue
         space, _, _, plan = lowering.plan(step, placement.workspaces[i][1])

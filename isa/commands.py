@@ -57,12 +57,13 @@ class TensorView(NamedTuple):
                 lo += (d - 1) * s
         return lo, hi + self.itemsize
 
-    def burst_bytes(self) -> int:
-        """Bytes an external memory transfers for this view: every run rounded up to bursts."""
+    def burst_bytes(self, unit: int = BURST_BYTES) -> int:
+        """Bytes a memory transfers for this view: every run rounded up to whole `unit`s (an
+        external memory's bursts, or the on-chip banks' words)."""
         run = self.contiguous_run()
         if run >= self.nbytes or run <= 0:
-            return -(-self.nbytes // BURST_BYTES) * BURST_BYTES if self.nbytes else 0
-        return (self.nbytes // run) * (-(-run // BURST_BYTES) * BURST_BYTES)
+            return -(-self.nbytes // unit) * unit if self.nbytes else 0
+        return (self.nbytes // run) * (-(-run // unit) * unit)
 
     def contiguous_run(self) -> int:
         """Bytes in the innermost contiguous run (what one burst of a DMA can move)."""

@@ -94,7 +94,9 @@ class CostModel:
             if v is not None and v.mem:
                 cycles = max(cycles, v.burst_bytes() / self.mem_bpc[v.mem])
         banks = banks_of((src, dst), self.cfg.sram)
-        on_chip = nbytes * sum(1 for v in (src, dst) if v is not None and not v.mem)
+        # the banks serve whole words: a run shorter than one (a transpose's gather) costs one
+        on_chip = sum(v.burst_bytes(self.cfg.sram.bytes_per_cycle) for v in (src, dst)
+                      if v is not None and not v.mem)
         occupied = bank_cycles(on_chip, banks, self.cfg.sram)
         latency = self.mem_latency[src.mem] if src is not None else 0
         ports = tuple(sorted({v.mem for v in (src, dst) if v is not None and v.mem}))

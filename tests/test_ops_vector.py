@@ -360,6 +360,49 @@ def test_reverse(axis, cfg):
     check(g, cfg)
 
 
+# Moves whose direct DMA would read or write short runs in DRAM (an NCHW image's pixels, a
+# TILE's repeats, a REVERSE of the innermost axis): staged through on-chip buffers, bit-exact,
+# and on the default buffer cheaper than the direct copy.
+STAGED_MOVES = [
+    ("TRANSPOSE", (1, 3, 40, 40), DType.INT8, (0, 2, 3, 1)),
+    ("TRANSPOSE", (48, 40), DType.INT16, (1, 0)),
+    ("TILE", (1, 30, 30, 1), DType.INT8, (1, 1, 1, 3)),
+    ("REVERSE", (1, 20, 20, 24), DType.INT8, 3),
+]
+
+
+@pytest.mark.parametrize("case", range(len(STAGED_MOVES)))
+def test_staged_moves(case, cfg, monkeypatch):
+    from npu_sim.api import compile_model, simulate
+    from npu_sim.compiler import lower
+    from npu_sim.compiler.loader import load_bytes
+    from npu_sim.isa.commands import DmaCopy
+    from ops_sim_support import get_config
+
+    op, shape, dt, arg = STAGED_MOVES[case]
+    x = rand(np.random.default_rng(6700 + case), dt, shape)
+    g = GraphBuilder()
+    xi = g.tensor(shape, dt, x)
+    if op == "TRANSPOSE":
+        o = g.output([shape[p] for p in arg], dt)
+        g.op(op, [xi], [o], _attr("TransposeAttribute", list(arg)))
+    elif op == "TILE":
+        o = g.output([s * m for s, m in zip(shape, arg)], dt)
+        g.op(op, [xi, shape_const(g, arg)], [o])
+    else:
+        o = g.output(shape, dt)
+        g.op(op, [xi], [o], _attr("ReverseAttribute", arg))
+    program = check(g, cfg)
+    if cfg != "default":
+        return
+    staged = [c for c in program.commands if isinstance(c, DmaCopy) and c.dst.mem == 0]
+    assert staged, "expected the move staged through the on-chip buffer"
+    cycles = simulate(program, get_config(cfg), timing_only=True).report.cycles
+    monkeypatch.setattr(lower, "plan_staging", lambda *a: None)
+    direct = compile_model(load_bytes(g.serialize()), get_config(cfg))
+    assert cycles < simulate(direct, get_config(cfg), timing_only=True).report.cycles
+
+
 # --------------------------------------------------------------------------------------------
 # reductions
 

@@ -1,0 +1,127 @@
+"""Staged data movement: a copy whose access pattern wastes an external memory's bursts goes
+through on-chip buffers, block by block.
+
+A DMA moves each contiguous run of an external memory in whole 32-byte bursts, so a TRANSPOSE
+that reads an NCHW tensor pixel by pixel (1-byte runs of a 3-channel image) moves 32 bytes per
+byte. Staged, each block is loaded in the source's own layout (long runs), then copied from the
+on-chip buffer to the destination in the destination's layout (long runs there too): the
+reordering happens on chip, where the banks pay a whole word per access, not a burst. Blocks
+alternate between two buffers and the DMA channels, so the next block loads while the last one
+is stored. A source dim of stride 0 (TILE's repeats) is loaded once and broadcast from the
+buffer; a negative stride (REVERSE) is loaded forwards and reversed on chip.
+
+The planner estimates both ways with the machine's DMA cost (bursts, words, the DMA's own
+rate, one external port per memory) and stages only when that is cheaper.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from npu_sim.isa.commands import ONCHIP, TensorView, dense
+
+from .allocate import align
+
+MAX_BLOCKS = 64            # bounds the commands of one move
+MIN_BLOCK_BYTES = 2048     # smaller blocks pay more in setup than they overlap
+
+
+@dataclass(frozen=True)
+class Stage:
+    axis: int                       # blocks split this dim of the copy
+    block: int                      # entries of it per block
+    order: tuple[int, ...]          # the buffer's dims, outermost first (the source's layout)
+    buffer_bytes: int               # one of the two buffers
+
+    @property
+    def working_set(self) -> int:
+        return 2 * align(self.buffer_bytes)
+
+
+def side_cycles(view: TensorView, hw, memory_cost) -> float:
+    """Cycles one side of a DMA takes: an external memory's bursts, or the banks' words."""
+    if view.mem:
+        return view.burst_bytes() * memory_cost(view.mem)
+    sram = hw.sram
+    return view.burst_bytes(sram.bytes_per_cycle) / (sram.banks * sram.bytes_per_cycle)
+
+
+def dma_cycles(src: TensorView, dst: TensorView, hw, memory_cost) -> float:
+    return hw.dma.setup_cycles + max(dst.nbytes / hw.dma.bytes_per_cycle,
+                                     side_cycles(src, hw, memory_cost),
+                                     side_cycles(dst, hw, memory_cost))
+
+
+def _sub(view: TensorView, axis: int, start: int, count: int) -> TensorView:
+    return TensorView(view.mem, view.addr + start * view.strides[axis],
+                      view.shape[:axis] + (count,) + view.shape[axis + 1:], view.strides,
+                      view.dtype)
+
+
+def block_views(src: TensorView, dst: TensorView, stage: Stage, start: int, count: int,
+                addr: int) -> tuple[TensorView, TensorView, TensorView, TensorView]:
+    """(load source, buffer, buffer as the store reads it, store destination) of the block of
+    `count` entries from `start` along the stage's axis, its buffer at `addr`."""
+    s, d = _sub(src, stage.axis, start, count), _sub(dst, stage.axis, start, count)
+    kept = [i for i in stage.order if s.strides[i] != 0]
+    buf = dense(ONCHIP, addr, [s.shape[i] for i in kept], s.dtype)
+    # the load reads the source forwards in its own layout (a reversed dim the right way round)
+    load_addr, load_strides = s.addr, []
+    for i in kept:
+        if s.strides[i] < 0:
+            load_addr += (s.shape[i] - 1) * s.strides[i]
+        load_strides.append(abs(s.strides[i]))
+    load = TensorView(s.mem, load_addr, tuple(buf.shape), tuple(load_strides), s.dtype)
+    # the store reads the buffer in the copy's order: repeats at stride 0, reversals backwards
+    strides, store_addr = [0] * len(s.shape), addr
+    for j, i in enumerate(kept):
+        strides[i] = buf.strides[j] if s.strides[i] > 0 else -buf.strides[j]
+        if s.strides[i] < 0:
+            store_addr += (s.shape[i] - 1) * buf.strides[j]
+    held = TensorView(ONCHIP, store_addr, s.shape, tuple(strides), s.dtype)
+    return load, buf, held, d
+
+
+def _estimate(src, dst, stage, hw, memory_cost) -> float:
+    n = src.shape[stage.axis]
+    blocks = -(-n // stage.block)
+    load, buf, held, store = block_views(src, dst, stage, 0, stage.block, 0)
+    lc = dma_cycles(load, buf, hw, memory_cost)
+    sc = dma_cycles(held, store, hw, memory_cost)
+    shared = src.mem and src.mem == dst.mem          # one external port for both halves
+    total = blocks * (lc + sc) if shared else max(blocks * lc, blocks * sc) + min(lc, sc)
+    sram = hw.sram
+    banks = blocks * (buf.nbytes / sram.bytes_per_cycle + held.burst_bytes(sram.bytes_per_cycle)
+                      / sram.bytes_per_cycle) / sram.banks
+    return max(total, banks)
+
+
+def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int) -> Stage | None:
+    """The cheapest staging of the copy within `budget` bytes of buffers, or None when the
+    direct copy is at least as fast (or nothing fits)."""
+    if not src.count or not (src.mem or dst.mem):
+        return None
+    direct = dma_cycles(src, dst, hw, memory_cost)
+    if src.burst_bytes() <= src.nbytes * 1.25 and dst.burst_bytes() <= dst.nbytes * 1.25:
+        return None                                   # both sides already stream whole bursts
+    order = tuple(sorted(range(len(src.shape)), key=lambda i: -abs(src.strides[i])))
+    best, best_cost = None, direct
+    for axis, n in enumerate(src.shape):
+        if n <= 1 and len(src.shape) > 1:
+            continue
+        # buffer bytes per entry of the axis (repeated dims are held once)
+        per = src.itemsize * math.prod(m for i, m in enumerate(src.shape)
+                                       if i != axis and src.strides[i] != 0)
+        block = n
+        while True:
+            size = per * (block if src.strides[axis] else 1)
+            blocks = -(-n // block)
+            if 2 * align(size) <= budget and blocks <= MAX_BLOCKS:
+                stage = Stage(axis, block, order, size)
+                cost = _estimate(src, dst, stage, hw, memory_cost)
+                if cost < best_cost:
+                    best, best_cost = stage, cost
+            if block == 1 or size <= MIN_BLOCK_BYTES:
+                break
+            block = -(-block // 2)
+    return best
