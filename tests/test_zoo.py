@@ -159,3 +159,26 @@ def test_default_model_runs_in_refmodel(tmp_path):
     y = run_refmodel(tmp_path, zoo.default_model_path(), "input", x, "classifier_reshape")
     assert y.shape == (1, 1000) and y.dtype == np.int8
     assert len(np.unique(y)) >= 64
+
+
+@needs_refmodel
+def test_bottleneck_resnet(tmp_path):
+    """ResNet-50's bottleneck blocks (1x1 reduce, 3x3, 1x1 expand 4x; a projection where the
+    shape changes): 1 + 16 x 3 + 4 convolutions, bit-exact in npu-sim, tracking its float
+    model."""
+    from npu_sim import api
+
+    spec = zoo.spec("resnet", depth=50, resolution=32, width=8, num_classes=16)
+    fctx = spec.calibrate()
+    data, meta = spec.emit(fctx)
+    assert graph_info(data)["hist"]["CONV2D"] == 53
+    (tmp_path / "m.tosa").write_bytes(data)
+    x = seeded_input(meta["input"]["shape"])
+    name, out_name = meta["input"]["name"], meta["output_names"][0]
+    y = run_refmodel(tmp_path, tmp_path / "m.tosa", name, x, out_name)
+    got = api.run(tmp_path / "m.tosa", "default", inputs={name: x}).outputs[out_name]
+    assert np.array_equal(got, y)
+    out = meta["outputs"][0]
+    yq = (y.astype(np.float64) - out["zero_point"]) * out["scale"]
+    yf = np.asarray(spec.float_forward(fctx, x)).reshape(yq.shape)
+    assert np.corrcoef(yq.ravel(), yf.ravel())[0, 1] > 0.85     # 50 int8 layers at width 8

@@ -36,7 +36,8 @@ def mobilenet_v2(width=1.0, resolution=224, num_classes=1000, seed=0, n_calib=No
 
 
 def resnet(depth=18, resolution=112, width=64, num_classes=1000, seed=0, n_calib=None):
-    """ResNet-10/18/34 (basic blocks): int8 NHWC [1,res,res,3] -> [1,num_classes]."""
+    """ResNet-10/18/34 (basic blocks) or 50/101 (bottlenecks): int8 NHWC [1,res,res,3] ->
+    [1,num_classes]."""
     return cnn.resnet_spec(depth, resolution, width, num_classes, seed, n_calib).build()
 
 

@@ -1,4 +1,5 @@
-"""Convolutional networks: MobileNetV2, ResNet (basic blocks), DS-CNN keyword spotter."""
+"""Convolutional networks: MobileNetV2, ResNet (basic and bottleneck blocks), DS-CNN keyword
+spotter."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ MBV2_CFG = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
             (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
 
 RESNET_BLOCKS = {10: (1, 1, 1, 1), 18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}
+RESNET_BOTTLENECKS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3)}     # torchvision's depths
 
 
 def auto_calib(resolution: int, total_stride: int = 32) -> int:
@@ -60,17 +62,23 @@ def mobilenet_v2_spec(width=1.0, resolution=224, num_classes=1000, seed=0, n_cal
                 dict(width=width, num_classes=num_classes), dtype=dtype)
 
 
-def _resnet_net(b, x, blocks, width, num_classes):
+def _resnet_net(b, x, blocks, width, num_classes, bottleneck=False):
     x = conv(b, x, width, 7, 2, act="relu", name="stem")
     x = max_pool(b, x, 3, 2)
     cin = width
     for si, nb in enumerate(blocks):
-        cout = width * 2**si
+        mid = width * 2**si
+        cout = mid * 4 if bottleneck else mid       # a bottleneck expands 4x (torchvision)
         for bi in range(nb):
             stride = 2 if si > 0 and bi == 0 else 1
             nm = f"layer{si + 1}_{bi}"
-            h = conv(b, x, cout, 3, stride, act="relu", name=f"{nm}_conv1")
-            h = conv(b, h, cout, 3, 1, name=f"{nm}_conv2")
+            if bottleneck:          # 1x1 reduce, 3x3 (stride here, as torchvision v1.5), 1x1
+                h = conv(b, x, mid, 1, 1, act="relu", name=f"{nm}_conv1")
+                h = conv(b, h, mid, 3, stride, act="relu", name=f"{nm}_conv2")
+                h = conv(b, h, cout, 1, 1, name=f"{nm}_conv3")
+            else:
+                h = conv(b, x, cout, 3, stride, act="relu", name=f"{nm}_conv1")
+                h = conv(b, h, cout, 3, 1, name=f"{nm}_conv2")
             sc = x
             if stride != 1 or cin != cout:
                 sc = conv(b, x, cout, 1, stride, name=f"{nm}_downsample")
@@ -82,13 +90,16 @@ def _resnet_net(b, x, blocks, width, num_classes):
 
 
 def resnet_spec(depth=18, resolution=112, width=64, num_classes=1000, seed=0, n_calib=None):
-    """ResNet with basic blocks (depth 10/18/34): 7x7/2 stem, 3x3/2 max pool, 4 stages,
-    1x1/2 projection shortcuts, global avgpool, FC as MATMUL against a constant."""
-    if depth not in RESNET_BLOCKS:
-        raise ValueError(f"depth must be one of {sorted(RESNET_BLOCKS)}")
+    """ResNet with basic blocks (depth 10/18/34) or bottleneck blocks (50/101): 7x7/2 stem,
+    3x3/2 max pool, 4 stages, 1x1 projection shortcuts, global avgpool, FC as MATMUL against
+    a constant."""
+    blocks = {**RESNET_BLOCKS, **RESNET_BOTTLENECKS}
+    if depth not in blocks:
+        raise ValueError(f"depth must be one of {sorted(blocks)}")
     n_calib = n_calib or auto_calib(resolution)
     return Spec("resnet", _resnet_net, [1, resolution, resolution, 3], seed, n_calib,
-                dict(blocks=RESNET_BLOCKS[depth], width=width, num_classes=num_classes))
+                dict(blocks=blocks[depth], width=width, num_classes=num_classes,
+                     bottleneck=depth in RESNET_BOTTLENECKS))
 
 
 def _ds_cnn_net(b, x, channels, num_classes, rounding):
