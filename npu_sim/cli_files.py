@@ -8,12 +8,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-import numpy as np
-from numpy.lib import format as npy_format
-
 from npu_sim.isa.errors import InputError, ModelError
 
-from .memory import STORAGE
 from .paths import os_reason, why_unreadable
 
 
@@ -26,6 +22,7 @@ def check_model_path(path: str) -> None:
 
 def _header(f, where: str):
     """(shape, dtype) from an .npy header, without reading the data."""
+    from numpy.lib import format as npy_format
     try:
         version = npy_format.read_magic(f)
         if version == (1, 0):
@@ -40,6 +37,9 @@ def _header(f, where: str):
 
 
 def _expect(shape, dtype, want_shape, want_dtype: str, where: str) -> None:
+    import numpy as np
+
+    from npu_sim.isa.dtypes import STORAGE
     storage = np.dtype(STORAGE[want_dtype])
     what = "shape" if tuple(shape) != tuple(want_shape) else "dtype" if dtype != storage else ""
     if what:
@@ -59,6 +59,7 @@ def _open(path: str, where: str):
 
 def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
     """NAME=FILE.npy pairs -> arrays, each header checked against the graph input first."""
+    from numpy.lib import format as npy_format
     known = {b.name: b.view for b in bindings}
     inputs = {}
     for pair in pairs:
@@ -83,6 +84,7 @@ def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
 def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
     """Variables saved by an earlier `run --state`; none yet means the initial values. Every
     member's header is checked against the program's variables before its data is read."""
+    from numpy.lib import format as npy_format
     known = {b.name: b.view for b in variables}
     if not os.path.lexists(path):
         return None
@@ -133,6 +135,7 @@ class Staged:
         self.path(final).write_text(text)
 
     def outputs(self, outputs: dict[str, np.ndarray], out_dir: Path) -> list[Path]:
+        import numpy as np
         finals = output_paths(outputs, out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         for value, final in zip(outputs.values(), finals):
@@ -141,6 +144,7 @@ class Staged:
         return finals
 
     def state(self, state: dict[str, np.ndarray], final) -> None:
+        import numpy as np
         with open(self.path(final), "wb") as f:
             np.savez(f, **state)
 

@@ -35,11 +35,8 @@ import sys
 import tempfile
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import numpy as np
 
 from npu_sim.isa.errors import InputError, NpuSimError
 
@@ -149,6 +146,7 @@ def expected_files(test_dir: Path, desc: dict, expected_dir: Path | None) -> lis
 def _generate_input(desc: dict, name: str) -> np.ndarray:
     """An input the folder does not hold, from its data_gen recipe (tosa-tools' data generator
     library, as Arm's runner does)."""
+    import numpy as np
     try:
         from conformance import model_files as cmf
         from generator.datagenerator import GenerateLibrary
@@ -163,6 +161,7 @@ def _generate_input(desc: dict, name: str) -> np.ndarray:
 
 def read_inputs(test_dir: Path, desc: dict, graph) -> dict[str, np.ndarray]:
     """Input arrays by graph input name, in the storage dtype of the graph's tensors."""
+    import numpy as np
     from npu_sim.isa.dtypes import STORAGE
     inputs = {}
     for name, file in zip(desc.get("ifm_name", []), desc.get("ifm_file", [])):
@@ -223,6 +222,7 @@ def _compare(actual: dict, expected: list[Path], desc: dict) -> tuple[str | None
     RESCALE_INEXACT (EXT-INEXACTROUND): there the reference model's compliance run writes the
     lowest allowed value as the result and the highest as `bounds_<ofm_file>`, and any value in
     between conforms, as Arm's verifier checks it."""
+    import numpy as np
     problems, how = [], "bit-exact"
     for name, path in zip(desc.get("ofm_name", []), expected):
         want = np.load(path, allow_pickle=False)
@@ -262,6 +262,7 @@ def _compare(actual: dict, expected: list[Path], desc: dict) -> tuple[str | None
 
 
 def _write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
+    import numpy as np
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, file in zip(desc.get("ofm_name", []), desc.get("ofm_file", [])):
         if name in outputs:
@@ -384,6 +385,7 @@ def run_tests(tests, config_spec: str | None = None, output_dir=None, expected_d
             if progress:
                 progress(results[-1], len(results), len(work))
         return results
+    from concurrent.futures import ProcessPoolExecutor
     with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init) as pool:
         for r in pool.map(_run_one, work, chunksize=max(1, min(16, len(work) // (jobs * 8) or 1))):
             results.append(r)

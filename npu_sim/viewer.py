@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import html
 import json
-import webbrowser
 from pathlib import Path
 
 from npu_sim.isa.errors import InputError
 
-from .trace import engine_order
 
 TEMPLATE = Path(__file__).with_name("viewer_template.html")
 # Slice args the compact form stores once elsewhere (arrays, layer table), not per slice.
@@ -97,6 +95,7 @@ def compact(trace: dict) -> dict:
                       else macs / ((e - s) * macs_per_cycle)
                       if macs_per_cycle and e > s else 0.0,
                       "bytes": row.get("bytes", 0), "commands": row.get("commands", 0)})
+    from .trace import engine_order       # numpy and the simulator: only when drawing
     order = engine_order([threads.get(t, str(t)) for t in lanes])
     by_name = {threads.get(t, str(t)): t for t in lanes}
     out_lanes = []
@@ -147,6 +146,7 @@ def cmd_view(args) -> int:
     out = write_viewer(args.trace, args.output)
     print(f"npu-sim: wrote {out} ({out.stat().st_size:,} B)")
     if args.open:
+        import webbrowser
         webbrowser.open(out.resolve().as_uri())
     return 0
 

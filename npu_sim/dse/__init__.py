@@ -6,12 +6,27 @@
 
 The command line is `npu-sim dse SWEEP.yaml` (npu_sim.dse.cli).
 """
-from ..api import compile_model, load_config, run, simulate
-from ..area import area_mm2
-from .evaluate import evaluate_point
-from .pareto import aggregate, best, pareto_front
-from .runner import SweepResult, make_executor, run_sweep
-from .sweep import Sweep, load_sweep, sweep_from_dict
+import importlib
+
+# Attribute -> the module defining it, imported on first use: `npu-sim --help` and the other
+# subcommands import npu_sim.dse.cli without the simulator, numpy or the sweep machinery.
+_WHERE = {"compile_model": "..api", "load_config": "..api", "run": "..api", "simulate": "..api",
+          "area_mm2": "..area", "evaluate_point": ".evaluate", "aggregate": ".pareto",
+          "best": ".pareto", "pareto_front": ".pareto", "SweepResult": ".runner",
+          "make_executor": ".runner", "run_sweep": ".runner", "Sweep": ".sweep",
+          "load_sweep": ".sweep", "sweep_from_dict": ".sweep"}
 
 __all__ = ["evaluate_point", "pareto_front", "aggregate", "best", "load_sweep", "sweep_from_dict", "run_sweep",
            "make_executor", "Sweep", "SweepResult", "area_mm2", "load_config", "compile_model", "simulate", "run"]
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
