@@ -98,7 +98,7 @@ def _check_precision(graph: Graph, steps, array) -> None:
 
 def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     """Compile a loaded graph for `config` (npu_sim.config.HardwareConfig)."""
-    validate(graph, config.tosa.profile, config.tosa.extensions, config.tosa.level)
+    validate(graph, config.tosa.profiles, config.tosa.extensions, config.tosa.level)
     fold_constants(graph)
     remove_noop_reshapes(graph)
     steps = fuse_pointwise_producers(graph, plan_steps(graph))

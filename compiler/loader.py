@@ -9,10 +9,11 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 
 import numpy as np
 
-from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.dtypes import DTYPES, STORAGE
 from npu_sim.isa.errors import ModelError, UnsupportedError
 
 from .ir import Graph, Operator, Tensor
@@ -115,11 +116,13 @@ def decode_data(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarr
     elif dtype == "bool":
         values = raw[:count] != 0
     else:
-        np_dtype = {"int8": "<i1", "int16": "<i2", "int32": "<i4", "shape": "<i8"}[dtype]
-        size = np.dtype(np_dtype).itemsize
+        storage = STORAGE[dtype]
+        size = storage.itemsize
         if raw.size < count * size:
             raise ModelError(f"constant holds {raw.size} bytes, {count * size} needed")
-        values = raw[: count * size].view(np_dtype)
+        # little-endian words of the element's width, reinterpreted in place (a view, no copy)
+        words = raw[: count * size].view(f"<u{size}")
+        values = (words if sys.byteorder == "little" else words.astype(f"=u{size}")).view(storage)
     return values.reshape(shape)
 
 
@@ -132,17 +135,22 @@ def _decode_value(raw: tuple, dtype: str):
     """The value, or None when the bytes hold no value of `dtype` (validation says why)."""
     storage = STORAGE.get(dtype)
     data = bytes(b & 0xFF for b in raw)
-    if storage is None or len(data) < storage.itemsize:
+    if storage is None or dtype == "shape" or len(data) < storage.itemsize:
         return None
-    return np.frombuffer(data[:storage.itemsize], storage.newbyteorder("<"))[0].item()
+    value = decode_data(np.frombuffer(data, np.uint8), dtype, ())
+    return float(value) if DTYPES[dtype].kind == "float" else value.item()
+
+
+# TOSA 1.0's element types (the others are 1.1-draft MX and int64 types).
+_TOSA_1_0_DTYPES = ("bool", "int4", "int8", "int16", "int32", "int48", "shape", "fp32", "fp16", "bf16",
+                    "fp8e4m3", "fp8e5m2")
 
 
 def _tensor_dtype(code: int, name: str) -> str:
     dtype = DTYPE_NAMES.get(code, f"code {code}").lower()
-    if dtype not in ("bool", "int4", "int8", "int16", "int32", "int48", "shape"):
-        from npu_sim.isa.errors import UnsupportedError
-        raise UnsupportedError(f"tensor '{name}' has dtype {dtype.upper()}: npu-sim implements the "
-                               "TOSA integer profile (PRO-INT) only")
+    if dtype not in _TOSA_1_0_DTYPES:
+        raise UnsupportedError(f"tensor '{name}' has dtype {dtype.upper()}, which is not a TOSA 1.0 "
+                               "element type")
     return dtype
 
 

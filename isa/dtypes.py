@@ -67,3 +67,36 @@ ITEMSIZE: dict[str, int] = {name: d.itemsize for name, d in DTYPES.items()}
 
 def itemsize(name: str) -> int:
     return ITEMSIZE[name]
+
+
+# Float types numpy lacks travel in .npy files as Arm's reference model writes them: bf16 as
+# raw 2-byte void (|V2), fp8e4m3 as |V1, fp8e5m2 as uint8. Those forms, and the same-width
+# unsigned integer view, are accepted wherever an array of the type is expected; the first
+# form is what npu-sim writes.
+NPY_FORMS: dict[str, tuple[np.dtype, ...]] = {
+    "bf16": (np.dtype("V2"), np.dtype(np.uint16)),
+    "fp8e4m3": (np.dtype("V1"), np.dtype(np.uint8)),
+    "fp8e5m2": (np.dtype(np.uint8),),
+}
+
+
+def accepts(dtype: str, array_dtype) -> bool:
+    """Whether an array of `array_dtype` holds values of TOSA type `dtype`."""
+    array_dtype = np.dtype(array_dtype)
+    return array_dtype == STORAGE[dtype] or array_dtype in NPY_FORMS.get(dtype, ())
+
+
+def as_storage(array: np.ndarray, dtype: str) -> np.ndarray:
+    """An accepted array (see accepts) as the type's storage dtype, by reinterpreting its bytes."""
+    array = np.asarray(array)
+    storage = STORAGE[dtype]
+    return array if array.dtype == storage else np.ascontiguousarray(array).view(storage)
+
+
+def as_npy(array: np.ndarray) -> np.ndarray:
+    """A storage array in the form .npy files carry it (the reference model's)."""
+    array = np.asarray(array)
+    for name, forms in NPY_FORMS.items():
+        if array.dtype == STORAGE[name]:
+            return np.ascontiguousarray(array).view(forms[0])
+    return array

@@ -34,6 +34,10 @@ ENGINES = ("mac", "vector", "dma", "alias", "host", "none")   # none: declares d
 # add/compare/logical/shift/select, a multiply, a RESCALE (32x32-bit multiply and 64-bit
 # rounding shift), a table lookup, and divide/reciprocal (iterative).
 VECTOR_CLASSES = ("add", "multiply", "rescale", "table", "divide")
+# The float datapath's classes (PRO-FP configs): add/compare/min/max/select/round-to-integral
+# and conversions, a multiply (fused multiply-add where an operator needs one), and the
+# special-function path (EXP, LOG, SIN, COS, ERF, SIGMOID, TANH, POW, RECIPROCAL, RSQRT).
+FLOAT_CLASSES = ("fp_add", "fp_multiply", "fp_special")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class OperatorDef:
     variadic: bool = False                       # a list of data inputs (CONCAT, control flow)
     internal: bool = False                       # made by the compiler, never by a frontend
     op_class: str = ""                           # VECTOR_CLASSES entry of a vector operator
+    fp_class: tuple[str, ...] = ()               # its FLOAT_CLASSES passes on float operands
 
     @property
     def operand_names(self) -> tuple[str, ...]:
@@ -61,45 +66,50 @@ class OperatorDef:
         return [t for i, t in enumerate(inputs) if self.role_of(i) in roles]
 
 
-def _op(name, family, engine, operands=(), opcode="", **flags) -> OperatorDef:
+def _op(name, family, engine, operands=(), opcode="", fp=(), **flags) -> OperatorDef:
     roles = tuple((n, r) for n, r in (o.split(":") if ":" in o else (o, DATA) for o in operands))
-    return OperatorDef(name, family, engine, roles, opcode, **flags)
+    return OperatorDef(name, family, engine, roles, opcode, fp_class=(fp,) if isinstance(fp, str) else fp,
+                       **flags)
 
 
 _CONV = ("input", "weight:const", "bias:const", "input_zp:attr", "weight_zp:attr")
 _BINARY = ("input1", "input2")
+_FP_BINARY = ("ADD", "SUB", "MAXIMUM", "MINIMUM", "EQUAL", "GREATER", "GREATER_EQUAL")
 
 _ROWS = [
     # tensor operators
-    _op("ARGMAX", "tensor_ops", "vector", ("input",), "argmax", op_class="add"),
+    _op("ARGMAX", "tensor_ops", "vector", ("input",), "argmax", op_class="add",
+        fp="fp_add"),
     _op("AVG_POOL2D", "tensor_ops", "vector", ("input", "input_zp:attr", "output_zp:attr"),
-        "avg_pool2d", op_class="add"),
+        "avg_pool2d", op_class="add", fp="fp_add"),
     _op("CONV2D", "tensor_ops", "mac", _CONV, "conv2d"),
     _op("CONV3D", "tensor_ops", "mac", _CONV, "conv3d"),
     _op("DEPTHWISE_CONV2D", "tensor_ops", "mac", _CONV, "depthwise_conv2d"),
     _op("TRANSPOSE_CONV2D", "tensor_ops", "mac", _CONV, "transpose_conv2d"),
     _op("MATMUL", "tensor_ops", "mac", ("A", "B", "A_zp:attr", "B_zp:attr"), "matmul"),
-    _op("MAX_POOL2D", "tensor_ops", "vector", ("input",), "max_pool2d", op_class="add"),
+    _op("MAX_POOL2D", "tensor_ops", "vector", ("input",), "max_pool2d", op_class="add",
+        fp="fp_add"),
     # elementwise: activation, binary, unary, ternary and comparison operators
-    _op("CLAMP", "elementwise", "vector", ("input",), "elementwise", op_class="add"),
+    _op("CLAMP", "elementwise", "vector", ("input",), "elementwise", op_class="add", fp="fp_add"),
     *(_op(name, "elementwise", "vector", _BINARY, "elementwise",
-          op_class="divide" if name == "INTDIV" else "add") for name in (
+          op_class="divide" if name == "INTDIV" else "add", fp="fp_add" if name in _FP_BINARY else ())
+      for name in (
         "ADD", "SUB", "ARITHMETIC_RIGHT_SHIFT", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR",
         "INTDIV", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_LEFT_SHIFT",
         "LOGICAL_RIGHT_SHIFT", "MAXIMUM", "MINIMUM", "EQUAL", "GREATER", "GREATER_EQUAL")),
     _op("MUL", "elementwise", "vector", _BINARY + ("shift:attr",), "elementwise",
-        op_class="multiply"),
+        op_class="multiply", fp="fp_multiply"),
     _op("TABLE", "elementwise", "vector", ("input1", "table:const"), "elementwise",
         op_class="table"),
-    *(_op(name, "elementwise", "vector", ("input1",), "elementwise", op_class="add")
-      for name in ("ABS", "BITWISE_NOT", "CLZ", "LOGICAL_NOT")),
+    *(_op(name, "elementwise", "vector", ("input1",), "elementwise", op_class="add",
+          fp="fp_add" if name == "ABS" else ()) for name in ("ABS", "BITWISE_NOT", "CLZ", "LOGICAL_NOT")),
     _op("NEGATE", "elementwise", "vector", ("input1", "input1_zp:attr", "output_zp:attr"),
-        "elementwise", op_class="add"),
+        "elementwise", op_class="add", fp="fp_add"),
     _op("SELECT", "elementwise", "vector", ("input1", "input2", "input3"), "elementwise",
-        op_class="add"),
+        op_class="add", fp="fp_add"),
     # reductions, data layout, scatter/gather and image operators
-    *(_op(f"REDUCE_{fn}", "data_layout", "vector", ("input",), "reduce", op_class="add")
-      for fn in ("ALL", "ANY", "MAX", "MIN", "SUM")),
+    *(_op(f"REDUCE_{fn}", "data_layout", "vector", ("input",), "reduce", op_class="add",
+          fp="fp_add" if fn in ("MAX", "MIN", "SUM") else ()) for fn in ("ALL", "ANY", "MAX", "MIN", "SUM")),
     _op("CONCAT", "data_layout", "dma", variadic=True),
     _op("PAD", "data_layout", "dma", ("input1", "padding:attr", "pad_const:attr")),
     _op("RESHAPE", "data_layout", "alias", ("input1", "shape:attr")),
@@ -110,9 +120,10 @@ _ROWS = [
     _op("GATHER", "data_layout", "host", ("values", "indices"), "host"),
     _op("SCATTER", "data_layout", "host", ("values_in", "indices", "input"), "host"),
     _op("RESIZE", "data_layout", "vector",
-        ("input", "scale:attr", "offset:attr", "border:attr"), "resize", op_class="multiply"),
+        ("input", "scale:attr", "offset:attr", "border:attr"), "resize", op_class="multiply",
+        fp="fp_multiply"),
     # type conversion
-    _op("CAST", "conversion", "vector", ("input",), "elementwise", op_class="add"),
+    _op("CAST", "conversion", "vector", ("input",), "elementwise", op_class="add", fp="fp_add"),
     _op("RESCALE", "conversion", "vector", ("input", "multiplier:const", "shift:const",
                                             "input_zp:attr", "output_zp:attr"), "elementwise",
         op_class="rescale"),

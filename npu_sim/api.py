@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from npu_sim.compiler.ir import Graph
-from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.dtypes import DTYPES, STORAGE
 from npu_sim.isa.encoding import decode, encode
 from npu_sim.isa.errors import ConfigError, InputError, ModelError, ProgramError, UnsupportedError
 from npu_sim.isa.program import Program
@@ -140,7 +140,8 @@ def config_for_program(program: Program, config: HardwareConfig | None) -> Hardw
 
 
 def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random data for every graph input, over the full range of its dtype."""
+    """Seeded random data for every graph input: integers over the full range of their dtype,
+    floats standard normal (rounded to the type)."""
     if not (hasattr(seed, "__index__") and 0 <= seed.__index__() < 1 << 64):
         raise InputError(f"seed {str(seed)[:40]}: expected an integer in [0, 2**64)")
     rng = np.random.default_rng(seed)
@@ -149,6 +150,8 @@ def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
         dtype = np.dtype(STORAGE[b.view.dtype])
         if dtype == np.bool_:
             out[b.name] = rng.integers(0, 2, b.view.shape).astype(np.bool_)
+        elif DTYPES[b.view.dtype].kind == "float":
+            out[b.name] = rng.standard_normal(b.view.shape).astype(dtype)
         else:
             info = np.iinfo(dtype)
             lo, hi = (-8, 7) if b.view.dtype == "int4" else (info.min, info.max)

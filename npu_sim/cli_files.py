@@ -39,9 +39,10 @@ def _header(f, where: str):
 def _expect(shape, dtype, want_shape, want_dtype: str, where: str) -> None:
     import numpy as np
 
-    from npu_sim.isa.dtypes import STORAGE
+    from npu_sim.isa.dtypes import STORAGE, accepts
     storage = np.dtype(STORAGE[want_dtype])
-    what = "shape" if tuple(shape) != tuple(want_shape) else "dtype" if dtype != storage else ""
+    what = ("shape" if tuple(shape) != tuple(want_shape) else "" if accepts(want_dtype, dtype)
+            else "dtype")
     if what:
         raise InputError(f"{where}: {what} mismatch: holds {dtype}{list(shape)[:8]}, the graph "
                          f"expects {storage}{list(want_shape)} (TOSA {want_dtype})")
@@ -60,6 +61,8 @@ def _open(path: str, where: str):
 def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
     """NAME=FILE.npy pairs -> arrays, each header checked against the graph input first."""
     from numpy.lib import format as npy_format
+
+    from npu_sim.isa.dtypes import as_storage
     known = {b.name: b.view for b in bindings}
     inputs = {}
     for pair in pairs:
@@ -75,7 +78,8 @@ def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
             _expect(shape, dtype, known[name].shape, known[name].dtype, f"{where}: {path}")
             try:
                 f.seek(0)
-                inputs[name] = npy_format.read_array(f, allow_pickle=False)
+                inputs[name] = as_storage(npy_format.read_array(f, allow_pickle=False),
+                                          known[name].dtype)
             except (ValueError, OSError) as exc:
                 raise InputError(f"{where}: cannot read {path} as .npy ({exc})") from None
     return inputs
@@ -85,6 +89,8 @@ def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
     """Variables saved by an earlier `run --state`; none yet means the initial values. Every
     member's header is checked against the program's variables before its data is read."""
     from numpy.lib import format as npy_format
+
+    from npu_sim.isa.dtypes import as_storage
     known = {b.name: b.view for b in variables}
     if not os.path.lexists(path):
         return None
@@ -101,7 +107,8 @@ def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
                     shape, dtype = _header(m, f"{where}: {name}")
                 _expect(shape, dtype, known[name].shape, known[name].dtype, f"{where}: {name}")
                 with z.open(member) as m:
-                    state[name] = npy_format.read_array(m, allow_pickle=False)
+                    state[name] = as_storage(npy_format.read_array(m, allow_pickle=False),
+                                             known[name].dtype)
             return state
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
         raise InputError(f"{where}: cannot read as .npz ({' '.join(str(exc).split())[:120]})") from None
@@ -136,17 +143,21 @@ class Staged:
 
     def outputs(self, outputs: dict[str, np.ndarray], out_dir: Path) -> list[Path]:
         import numpy as np
+
+        from npu_sim.isa.dtypes import as_npy
         finals = output_paths(outputs, out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         for value, final in zip(outputs.values(), finals):
             with open(self.path(final), "wb") as f:
-                np.save(f, value, allow_pickle=False)
+                np.save(f, as_npy(value), allow_pickle=False)
         return finals
 
     def state(self, state: dict[str, np.ndarray], final) -> None:
         import numpy as np
+
+        from npu_sim.isa.dtypes import as_npy
         with open(self.path(final), "wb") as f:
-            np.savez(f, **state)
+            np.savez(f, **{name: as_npy(value) for name, value in state.items()})
 
     def commit(self) -> None:
         while self.items:

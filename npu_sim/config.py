@@ -19,7 +19,7 @@ from typing import Any
 
 from npu_sim import configs as _presets
 from npu_sim.isa.errors import ConfigError
-from npu_sim.isa.operators import VECTOR_CLASSES
+from npu_sim.isa.operators import FLOAT_CLASSES, VECTOR_CLASSES
 
 import yaml
 
@@ -27,8 +27,13 @@ from .yamlread import parse_yaml, read_yaml
 
 PRESET_DIR = Path(_presets.__file__).parent     # the repository's configs/, installed as package data
 
-PROFILES = ("PRO-INT",)
-EXTENSIONS = ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND", "EXT-CONTROLFLOW", "EXT-VARIABLE")
+PROFILES = ("PRO-INT", "PRO-FP")
+EXTENSIONS = ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND", "EXT-CONTROLFLOW", "EXT-VARIABLE",
+              "EXT-BF16", "EXT-FP8E4M3", "EXT-FP8E5M2", "EXT-FFT")
+# The profile an extension extends ([SPEC] tosa.xml <profile_extensions>); the others extend both.
+_EXTENSION_PROFILE = {"EXT-INT16": "PRO-INT", "EXT-INT4": "PRO-INT", "EXT-DOUBLEROUND": "PRO-INT",
+                      "EXT-INEXACTROUND": "PRO-INT", "EXT-BF16": "PRO-FP", "EXT-FP8E4M3": "PRO-FP",
+                      "EXT-FP8E5M2": "PRO-FP", "EXT-FFT": "PRO-FP"}
 LEVELS = ("8K", "none")
 DATAFLOWS = ("weight_stationary", "output_stationary", "input_stationary")
 PORTS = ("activations", "weights", "outputs")   # the MAC array's operand ports, bytes/cycle
@@ -194,7 +199,7 @@ class AreaConfig:
 
 @dataclass(frozen=True)
 class TosaTarget:
-    profile: str
+    profiles: tuple[str, ...]   # PRO-INT, and PRO-FP when the machine has a float datapath
     extensions: tuple[str, ...]
     level: str  # "8K" or "none"
 
@@ -408,15 +413,40 @@ _TOP_KEYS = ("name", "description", "clock_mhz", "tosa", "mac_array", "vector_un
                  "placement", "energy", "cpu_baseline", "driver_overhead_us", "area", "schedule")
 
 
+def _classes(c: _Checker, data: Any, path: str, classes: tuple) -> dict:
+    section = c.section(data, path, classes, FLOAT_CLASSES)
+    for key in classes:
+        if key not in section:
+            raise c.fail(f"{path}.{key}", "missing entry for a float op class (tosa.profiles has PRO-FP)")
+    return section
+
+
+def _tosa(c: _Checker, data: Any) -> TosaTarget:
+    """tosa: `profiles: [PRO-INT, PRO-FP]` (or the single-profile spelling `profile: PRO-INT`)."""
+    t = c.section(data, "tosa", ("profiles", "profile", "extensions", "level"),
+                  ("profiles", "profile", "extensions", "level"))
+    if ("profile" in t) == ("profiles" in t):
+        raise c.fail("tosa.profiles", "expected exactly one of profiles (a list) and profile (one name)")
+    profiles = ((c.choice(t["profile"], "tosa.profile", PROFILES),) if "profile" in t
+                else c.subset(t["profiles"], "tosa.profiles", PROFILES))
+    if "PRO-INT" not in profiles:
+        # the integer datapath (RESCALE, int8 MACs, index arithmetic) is always part of the machine
+        raise c.fail("tosa.profiles", f"expected PRO-INT among the profiles, got {_show(list(profiles))}")
+    extensions = c.subset(t.get("extensions", []), "tosa.extensions", EXTENSIONS)
+    for i, ext in enumerate(extensions):
+        if _EXTENSION_PROFILE.get(ext, "PRO-INT") not in profiles:
+            raise c.fail(f"tosa.extensions[{i}]", f"{ext} extends {_EXTENSION_PROFILE[ext]}, which "
+                                                  "tosa.profiles does not list")
+    return TosaTarget(profiles=tuple(p for p in PROFILES if p in profiles), extensions=extensions,
+                      level=c.choice(t.get("level", "8K"), "tosa.level", LEVELS))
+
+
 def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareConfig:
     c = _Checker(source, ranged=True)
     top = c.section(data, "", _TOP_KEYS, ("description", "area", "schedule"))
     num = c.number
 
-    t = c.section(top["tosa"], "tosa", ("profile", "extensions", "level"), ("extensions", "level"))
-    tosa = TosaTarget(profile=c.choice(t["profile"], "tosa.profile", PROFILES),
-                      extensions=c.subset(t.get("extensions", []), "tosa.extensions", EXTENSIONS),
-                      level=c.choice(t.get("level", "8K"), "tosa.level", LEVELS))
+    tosa = _tosa(c, top["tosa"])
 
     m = c.section(top["mac_array"], "mac_array", ("rows", "cols", "dataflow", "fold_overlap", "dtypes",
                                                   "precision", "ports", "accumulators", "output_stage"))
@@ -449,11 +479,13 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
         if dtype in _DTYPE_EXTENSION and _DTYPE_EXTENSION[dtype] not in tosa.extensions:
             raise c.fail("mac_array.dtypes", f"{dtype} needs {_DTYPE_EXTENSION[dtype]} in tosa.extensions")
 
+    # The float classes are figures of a float datapath: required with PRO-FP, refused without.
+    classes = VECTOR_CLASSES + (FLOAT_CLASSES if "PRO-FP" in tosa.profiles else ())
     v = c.section(top["vector_unit"], "vector_unit", ("lanes", "cycles_per_lane"))
-    cpl = c.section(v["cycles_per_lane"], "vector_unit.cycles_per_lane", VECTOR_CLASSES)
+    cpl = _classes(c, v["cycles_per_lane"], "vector_unit.cycles_per_lane", classes)
     vector = VectorUnitConfig(lanes=num(v["lanes"], "vector_unit.lanes", integer=True),
                               cycles_per_lane={k: num(cpl[k], f"vector_unit.cycles_per_lane.{k}")
-                                               for k in VECTOR_CLASSES})
+                                               for k in classes})
 
     s = c.section(top["sram"], "sram", ("size", "banks", "bytes_per_cycle", "interleave"))
     sram = SramConfig(size=c.size(s["size"], "sram.size"), banks=num(s["banks"], "sram.banks", integer=True),
@@ -489,7 +521,7 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
     en = c.section(top["energy"], "energy", ("mac_pj", "vector_op_pj", "sram_read_pj_per_byte",
                                              "sram_write_pj_per_byte", "memories", "dma_pj_per_byte", "leakage_mw"))
     pj = c.section(en["mac_pj"], "energy.mac_pj", mac.dtypes, missing="missing entry for a dtype in mac_array.dtypes")
-    vpj = c.section(en["vector_op_pj"], "energy.vector_op_pj", VECTOR_CLASSES)
+    vpj = _classes(c, en["vector_op_pj"], "energy.vector_op_pj", classes)
     em = c.section(en["memories"], "energy.memories", names, missing="missing entry for a memory in memories")
     mem_energy = {}
     for name in names:  # memory order, so to_dict output is stable whatever the YAML order
@@ -499,7 +531,7 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
             write_pj_per_byte=num(e["write_pj_per_byte"], f"energy.memories.{name}.write_pj_per_byte", zero_ok=True))
     energy = EnergyConfig(
         mac_pj={k: num(pj[k], f"energy.mac_pj.{k}", zero_ok=True) for k in mac.dtypes},
-        vector_op_pj={k: num(vpj[k], f"energy.vector_op_pj.{k}", zero_ok=True) for k in VECTOR_CLASSES},
+        vector_op_pj={k: num(vpj[k], f"energy.vector_op_pj.{k}", zero_ok=True) for k in classes},
         sram_read_pj_per_byte=num(en["sram_read_pj_per_byte"], "energy.sram_read_pj_per_byte", zero_ok=True),
         sram_write_pj_per_byte=num(en["sram_write_pj_per_byte"], "energy.sram_write_pj_per_byte", zero_ok=True),
         memories=mem_energy,

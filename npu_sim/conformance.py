@@ -117,8 +117,9 @@ def unsupported_requirement(desc: dict, config) -> str | None:
     """Why the config cannot run this test (profile/extension not enabled), or None."""
     req = desc.get("test_requirements", {})
     profiles = [str(p).upper().removeprefix("TOSA-") for p in req.get("profiles_supported", [])]
-    if profiles and config.tosa.profile not in profiles:
-        return f"needs profile {' or '.join(profiles)}; the config implements {config.tosa.profile}"
+    if profiles and not set(profiles) & set(config.tosa.profiles):
+        return (f"needs profile {' or '.join(profiles)}; the config implements "
+                f"{', '.join(config.tosa.profiles)}")
     enabled = {_norm_ext(e) for e in config.tosa.extensions}
     missing = [e for e in (_norm_ext(x) for x in req.get("extensions_required", [])) if e not in enabled]
     if missing:

@@ -15,7 +15,7 @@ import numpy as np
 import simpy
 
 from npu_sim.isa.commands import Compute, DmaCopy
-from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.dtypes import STORAGE, accepts, as_storage
 from npu_sim.isa.errors import InputError
 from npu_sim.isa.program import Program
 
@@ -65,19 +65,20 @@ class Machine:
             if tuple(value.shape) != tuple(view.shape):
                 raise InputError(f"input '{binding.name}': shape {list(value.shape)}, the graph "
                                  f"expects {list(view.shape)}")
-            if value.dtype != np.dtype(STORAGE[view.dtype]):
+            if not accepts(view.dtype, value.dtype):
                 raise InputError(f"input '{binding.name}': dtype {value.dtype}, the graph expects "
                                  f"{np.dtype(STORAGE[view.dtype])} (TOSA {view.dtype})")
-            mem.array(view)[...] = value
+            mem.array(view)[...] = as_storage(value, view.dtype)
         for binding in self.program.variables:
             if binding.name in self.state:
                 value = np.asarray(self.state[binding.name])
                 want = np.dtype(STORAGE[binding.view.dtype])
-                if tuple(value.shape) != tuple(binding.view.shape) or value.dtype != want:
+                if tuple(value.shape) != tuple(binding.view.shape) or not accepts(binding.view.dtype,
+                                                                                  value.dtype):
                     raise InputError(f"state of variable '{binding.name}': {value.dtype}"
                                      f"{list(value.shape)}, the program holds {want}"
                                      f"{list(binding.view.shape)}")
-                mem.array(binding.view)[...] = value
+                mem.array(binding.view)[...] = as_storage(value, binding.view.dtype)
         return mem
 
     def run(self, inputs: dict[str, np.ndarray] | None = None, compute_values: bool = True,

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tempfile
 
+import ml_dtypes
 import numpy as np
 import tosa_serializer as ts
 
@@ -27,7 +28,19 @@ NP_DTYPE = {
     DType.INT32: np.int32,
     DType.INT48: np.int64,
     DType.SHAPE: np.int64,
+    DType.FP32: np.float32,
+    DType.FP16: np.float16,
+    DType.BF16: ml_dtypes.bfloat16,
+    DType.FP8E4M3: ml_dtypes.float8_e4m3fn,
+    DType.FP8E5M2: ml_dtypes.float8_e5m2,
 }
+
+
+def ref_npy(arr: np.ndarray) -> np.ndarray:
+    """An array as the reference model reads it: fp8e5m2 as uint8 (bf16 and fp8e4m3 already
+    save as the raw |V2 and |V1 it expects)."""
+    arr = np.ascontiguousarray(arr)
+    return arr.view(np.uint8) if arr.dtype == np.dtype(ml_dtypes.float8_e5m2) else arr
 
 
 class ReferenceError(RuntimeError):
@@ -40,8 +53,10 @@ class ReferenceError(RuntimeError):
         super().__init__(f"tosa_reference_model exit {returncode}: {stderr.strip()[-2000:]} {stdout.strip()[-2000:]}")
 
 
-def run_reference(tosa_bytes_or_path, inputs: dict, output_names: list, level: str = "EIGHTK") -> dict:
-    """Run a graph; `inputs` maps placeholder name -> array. Returns {output name: array}."""
+def run_reference(tosa_bytes_or_path, inputs: dict, output_names: list, level: str = "EIGHTK",
+                  precise: bool = False) -> dict:
+    """Run a graph; `inputs` maps placeholder name -> array. Returns {output name: array}
+    (precise: the fp64 reference of the float outputs, as the compliance checker takes it)."""
     with tempfile.TemporaryDirectory(prefix="tosa_ref_") as tmp:
         if isinstance(tosa_bytes_or_path, (bytes, bytearray)):
             tosa_file = os.path.join(tmp, "graph.tosa")
@@ -54,12 +69,14 @@ def run_reference(tosa_bytes_or_path, inputs: dict, output_names: list, level: s
             names, files = [], []
             for i, (name, arr) in enumerate(inputs.items()):
                 path = os.path.join(tmp, f"ifm{i}.npy")
-                np.save(path, np.ascontiguousarray(arr))
+                np.save(path, ref_npy(arr))
                 names.append(name)
                 files.append(path)
             cmd += ["--ifm_name", ",".join(names), "--ifm_file", ",".join(files)]
         out_files = [os.path.join(tmp, f"ofm{i}.npy") for i in range(len(output_names))]
         cmd += ["--ofm_name", ",".join(output_names), "--ofm_file", ",".join(out_files)]
+        if precise:
+            cmd += ["--precise_mode", "1"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise ReferenceError(proc.returncode, proc.stderr, proc.stdout)
@@ -129,10 +146,10 @@ class GraphBuilder:
     def serialize(self) -> bytes:
         return self.ser.serialize()
 
-    def run(self, inputs: dict | None = None, level: str = "EIGHTK") -> dict:
+    def run(self, inputs: dict | None = None, level: str = "EIGHTK", precise: bool = False) -> dict:
         feed = dict(self.input_values)
         feed.update(inputs or {})
-        return run_reference(self.serialize(), feed, self.output_names, level)
+        return run_reference(self.serialize(), feed, self.output_names, level, precise)
 
 
 def single_op_graph(op, inputs, outputs, attr=None):

@@ -67,7 +67,7 @@ def test_preset_key_figures(name, macs, sram, clock, weights, fmaps):
     assert cfg.sram.size == sram
     assert cfg.clock_mhz == clock
     assert (cfg.placement.weights, cfg.placement.feature_maps) == (weights, fmaps)
-    assert cfg.tosa.profile == "PRO-INT" and cfg.tosa.level == "8K"
+    assert cfg.tosa.profiles[0] == "PRO-INT" and cfg.tosa.level == "8K"
     assert set(cfg.energy.mac_pj) == set(cfg.mac_array.dtypes)
     assert set(cfg.energy.memories) == set(cfg.memories)
 
@@ -80,7 +80,8 @@ def test_default_preset_details():
     assert (cfg.dma.channels, cfg.dma.bytes_per_cycle, cfg.dma.setup_cycles) == (2, 32.0, 32)
     assert list(cfg.memories) == ["dram"] and cfg.memories["dram"].size == 512 << 20
     assert cfg.tosa.extensions == ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND",
-                                   "EXT-CONTROLFLOW", "EXT-VARIABLE")
+                                   "EXT-CONTROLFLOW", "EXT-VARIABLE", "EXT-BF16")
+    assert cfg.tosa.profiles == ("PRO-INT", "PRO-FP")
     assert cfg.cpu_baseline.name == "Cortex-A55-like" and cfg.driver_overhead_us == 20.0
 
 
@@ -139,8 +140,16 @@ BAD = [
     ("memories", {}, ["memories", "at least one"]),
     ("memories.my-dram", FLASH, ["memories.my-dram", "identifier"]),
     ("tosa.level", "16K", ["tosa.level", "8K, none", "'16K'"]),
-    ("tosa.profile", "PRO-FP", ["tosa.profile", "PRO-INT"]),
-    ("tosa.extensions", ["EXT-INT16", "EXT-FP8E4M3"], ["tosa.extensions[1]", "EXT-FP8E4M3", "EXT-INT4"]),
+    ("tosa.profiles", ["PRO-FP"], ["tosa.profiles", "PRO-INT among the profiles"]),
+    ("tosa.profiles", ["PRO-INT", "PRO-MI"], ["tosa.profiles[1]", "PRO-INT, PRO-FP", "'PRO-MI'"]),
+    ("tosa.profiles", "PRO-INT", ["tosa.profiles", "expected a list"]),
+    ("tosa.profile", "PRO-INT", ["tosa.profiles", "exactly one of profiles"]),
+    ("tosa.profiles", ["PRO-INT"], ["tosa.extensions[6]", "EXT-BF16 extends PRO-FP"]),
+    ("vector_unit.cycles_per_lane.fp_special", _DELETE,
+     ["vector_unit.cycles_per_lane.fp_special", "missing", "PRO-FP"]),
+    ("energy.vector_op_pj.fp_add", _DELETE, ["energy.vector_op_pj.fp_add", "missing", "PRO-FP"]),
+    ("vector_unit.cycles_per_lane.fp_special", 0, ["vector_unit.cycles_per_lane.fp_special", "positive"]),
+    ("tosa.extensions", ["EXT-INT16", "EXT-MXFP"], ["tosa.extensions[1]", "EXT-MXFP", "EXT-BF16"]),
     ("tosa.extensions", ["EXT-INT4"], ["mac_array.dtypes", "int16 needs EXT-INT16"]),
     ("mac_array.dtypes", ["int16"], ["mac_array.dtypes", "int8"]),
     ("mac_array.dtypes", ["int8", "int8"], ["mac_array.dtypes", "duplicates"]),

@@ -593,10 +593,11 @@ def test_level_8k_refuses_what_no_level_accepts(build):
 
 def test_configuration_errors():
     graph = binary()
-    with pytest.raises(UnsupportedError, match="PRO-FP"):
-        validate(graph, profile="PRO-FP")
-    with pytest.raises(UnsupportedError, match="PRO-FP"):
+    with pytest.raises(UnsupportedError, match="unknown TOSA 1.0 profile"):
+        validate(graph, profiles="PRO-MI")
+    with pytest.raises(UnsupportedError, match="EXT-BF16 extends PRO-FP"):
         validate(graph, extensions=("EXT-BF16",))
+    validate(graph, profiles=("PRO-INT", "tosa-pro-fp"), extensions=("bf16", "EXT-FFT"))
     with pytest.raises(UnsupportedError, match="TOSA 1.1"):
         validate(graph, extensions=("EXT-INT64",))
     with pytest.raises(UnsupportedError, match="level"):
@@ -604,7 +605,7 @@ def test_configuration_errors():
     with pytest.raises(UnsupportedError, match="TOSA version 1.1"):
         validate(ir_version())
     # spellings the config and the conformance descriptors use
-    validate(graph, profile="tosa-pro-int", extensions=("tosa-ext-int16", "int4"), level="none")
+    validate(graph, profiles="tosa-pro-int", extensions=("tosa-ext-int16", "int4"), level="none")
 
 
 def test_message_format():

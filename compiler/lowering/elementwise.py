@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from npu_sim.isa.dtypes import DTYPES
 from npu_sim.isa.operators import CONST, DATA, ELEMENTWISE, OPERATORS
 
 from ..ir import Graph, Operator
@@ -18,16 +19,28 @@ from .common import MICRO_ATTRS, TILE_SPACES, Context, const_int, operand
 
 @MICRO_ATTRS.register("ADD", "SUB", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR", "INTDIV",
                       "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_LEFT_SHIFT",
-                      "LOGICAL_RIGHT_SHIFT", "MAXIMUM", "MINIMUM", "EQUAL", "GREATER",
+                      "LOGICAL_RIGHT_SHIFT", "EQUAL", "GREATER",
                       "GREATER_EQUAL", "ABS", "BITWISE_NOT", "CLZ", "LOGICAL_NOT", "SELECT",
                       "TABLE")
 def no_attributes(graph: Graph, op: Operator) -> dict:
     return {}
 
 
+def _nan_mode(graph: Graph, op: Operator) -> dict:
+    """Float MAXIMUM, MINIMUM and CLAMP carry their nan_mode (integers have no NaN)."""
+    if DTYPES[graph.tensors[op.inputs[0]].dtype].kind != "float":
+        return {}
+    return {"nan_mode": op.attrs.get("nan_mode", "PROPAGATE")}
+
+
+@MICRO_ATTRS.register("MAXIMUM", "MINIMUM")
+def min_max(graph: Graph, op: Operator) -> dict:
+    return _nan_mode(graph, op)
+
+
 @MICRO_ATTRS.register("CLAMP")
 def clamp(graph: Graph, op: Operator) -> dict:
-    return {"lo": op.attrs["min_val"], "hi": op.attrs["max_val"]}
+    return {"lo": op.attrs["min_val"], "hi": op.attrs["max_val"], **_nan_mode(graph, op)}
 
 
 @MICRO_ATTRS.register("MUL")

@@ -51,16 +51,17 @@ TOSA_1_1_EXTENSIONS = ("EXT-SHAPE", "EXT-INT64", "EXT-MXFP-CONV", "EXT-MX-COMMON
                        "EXT-MX-FP8E5M2")
 
 
+PROFILES = ("PRO-INT", "PRO-FP")
+
+
 def normalize_profile(profile: str) -> str:
     name = str(profile).strip().upper()
     if name.startswith("TOSA-"):
         name = name[5:]
-    if name == "PRO-INT":
+    if name in PROFILES:
         return name
-    if name == "PRO-FP":
-        raise UnsupportedError("profile PRO-FP: npu-sim implements the TOSA 1.0 integer profile "
-                               "(PRO-INT) only")
-    raise UnsupportedError(f"profile '{profile}': unknown TOSA 1.0 profile; npu-sim implements PRO-INT")
+    raise UnsupportedError(f"profile '{profile}': unknown TOSA 1.0 profile (profiles: "
+                           f"{', '.join(PROFILES)})")
 
 
 def normalize_extension(ext: str) -> str:
@@ -69,15 +70,13 @@ def normalize_extension(ext: str) -> str:
         name = name[5:]
     if not name.startswith("EXT-"):
         name = "EXT-" + name
-    if name in PRO_INT_EXTENSIONS:
+    if name in PRO_INT_EXTENSIONS or name in PRO_FP_EXTENSIONS:
         return name
-    if name in PRO_FP_EXTENSIONS:
-        raise UnsupportedError(f"extension {name} extends PRO-FP; npu-sim implements PRO-INT only")
     if name in TOSA_1_1_EXTENSIONS:
         raise UnsupportedError(f"extension {name} is not part of TOSA 1.0 (it is a TOSA 1.1 draft "
                                "extension)")
-    raise UnsupportedError(f"extension '{ext}': unknown TOSA 1.0 extension (PRO-INT extensions: "
-                           f"{', '.join(PRO_INT_EXTENSIONS)})")
+    raise UnsupportedError(f"extension '{ext}': unknown TOSA 1.0 extension (extensions: "
+                           f"{', '.join(PRO_INT_EXTENSIONS + PRO_FP_EXTENSIONS)})")
 
 
 def normalize_level(level) -> Level:
@@ -89,21 +88,28 @@ def normalize_level(level) -> Level:
 
 @dataclass
 class Config:
-    profile: str
+    profiles: frozenset
     extensions: frozenset
     level: Level
     root: Graph
 
     @classmethod
-    def make(cls, graph: Graph, profile, extensions, level) -> "Config":
+    def make(cls, graph: Graph, profiles, extensions, level) -> "Config":
+        if isinstance(profiles, str):
+            profiles = (profiles,)
         if isinstance(extensions, str):
             extensions = (extensions,) if extensions else ()
-        return cls(normalize_profile(profile),
-                   frozenset(normalize_extension(e) for e in (extensions or ())),
-                   normalize_level(level), graph)
+        profiles = frozenset(normalize_profile(p) for p in profiles)
+        extensions = frozenset(normalize_extension(e) for e in (extensions or ()))
+        for ext in sorted(extensions):
+            if ext in PRO_FP_EXTENSIONS and "PRO-FP" not in profiles:
+                raise UnsupportedError(f"extension {ext} extends PRO-FP, which is not among the "
+                                       f"profiles ({', '.join(sorted(profiles))})")
+        return cls(profiles, extensions, normalize_level(level), graph)
 
     def has(self, ext: str) -> bool:
-        return ext in self.extensions
+        """An extension, or a profile (type rows of PRO-FP name the profile as their need)."""
+        return ext in self.extensions or ext in self.profiles
 
     def enabled_text(self) -> str:
         return ", ".join(sorted(self.extensions)) or "none"
@@ -113,7 +119,8 @@ class Config:
 # Small formatting and arithmetic helpers
 # --------------------------------------------------------------------------------------------
 
-ELEMENT_BYTES = {"bool": 1, "int4": 1, "int8": 1, "int16": 2, "int32": 4, "int48": 6, "shape": 8}
+ELEMENT_BYTES = {"bool": 1, "int4": 1, "int8": 1, "int16": 2, "int32": 4, "int48": 6, "shape": 8,
+                 "fp32": 4, "fp16": 2, "bf16": 2, "fp8e4m3": 1, "fp8e5m2": 1}
 TYPE_RANGE = {"int4": (-8, 7), "int8": (-128, 127), "int16": (-32768, 32767),
               "int32": (-(1 << 31), (1 << 31) - 1), "int48": (-(1 << 47), (1 << 47) - 1)}
 
@@ -163,9 +170,14 @@ class OpContext:
         raise UnsupportedError(f"operator {self.op.describe()}: {message}")
 
     def need_extension(self, ext: str, what: str) -> None:
-        if not self.cfg.has(ext):
-            self.unsupported(f"{what} needs extension {ext}, which is not enabled (enabled: "
-                             f"{self.cfg.enabled_text()})")
+        if self.cfg.has(ext):
+            return
+        if ext in PROFILES or (ext in PRO_FP_EXTENSIONS and "PRO-FP" not in self.cfg.profiles):
+            also = "" if ext in PROFILES else f" with extension {ext}"
+            self.unsupported(f"{what} needs profile PRO-FP (floating point){also}, which this config "
+                             f"does not implement (profiles: {', '.join(sorted(self.cfg.profiles))})")
+        self.unsupported(f"{what} needs extension {ext}, which is not enabled (enabled: "
+                         f"{self.cfg.enabled_text()})")
 
     def level(self, value: int, limit: str, what: str, tensor: str = "") -> None:
         """LEVEL_CHECK(value <= limit): npu-sim refuses graphs outside the configured level."""

@@ -49,6 +49,8 @@ def clamp(ctx: OpContext) -> None:
     dtype = ctx.dtype("input")
     lo = _attr_value(ctx, "min_val", dtype)
     hi = _attr_value(ctx, "max_val", dtype)
+    if lo != lo or hi != hi:
+        ctx.fail(f"min_val {lo} or max_val {hi} is NaN", "isNaN(min_val) || isNaN(max_val)")
     if hi < lo:
         ctx.fail(f"max_val {hi} is smaller than min_val {lo}", "max_val < min_val")
 

@@ -15,14 +15,15 @@ from .registry import CHECKS
 from .spec import PRO_FP_ONLY, SPECS, TOSA_1_1_ONLY
 
 
-def validate(graph: Graph, profile: str = "PRO-INT", extensions=(), level: str = "8K") -> None:
-    """Raise on the first TOSA 1.0 PRO-INT rule `graph` breaks; return None when it is valid.
+def validate(graph: Graph, profiles=("PRO-INT",), extensions=(), level: str = "8K") -> None:
+    """Raise on the first TOSA 1.0 rule `graph` breaks; return None when it is valid.
 
-    UnsupportedError: an operator, profile or type combination outside PRO-INT plus `extensions`.
+    profiles: "PRO-INT", "PRO-FP" or a sequence of them.
+    UnsupportedError: an operator, profile or type combination outside `profiles` plus `extensions`.
     ValidationError: an ERROR_IF (rule "ERROR_IF: ..."), a REQUIRE decidable at compile time
     ("REQUIRE: ...") or a level limit ("LEVEL 8K: ...").
     """
-    cfg = Config.make(graph, profile, extensions, level)
+    cfg = Config.make(graph, profiles, extensions, level)
     version = tuple(getattr(graph, "version", (1, 0, 0)))
     if version[:2] != (1, 0):
         raise UnsupportedError(f"TOSA version {'.'.join(map(str, version))}: npu-sim implements TOSA 1.0")
@@ -74,6 +75,8 @@ def _validate_graph(cfg: Config, graph: Graph, depth: int) -> None:
 def check_operator(ctx: OpContext) -> None:
     name = ctx.op.op
     spec = SPECS.get(name)
+    if name in PRO_FP_ONLY:
+        ctx.need_extension("PRO-FP", name)
     if spec is None and name not in CHECKS:
         _unsupported_operator(ctx.op)
     if spec is not None:
@@ -89,7 +92,7 @@ def check_operator(ctx: OpContext) -> None:
 def _unsupported_operator(op: Operator):
     name = op.op
     if name in PRO_FP_ONLY:
-        why = "it belongs to the floating-point profile PRO-FP; npu-sim implements PRO-INT only"
+        why = "npu-sim does not implement this PRO-FP operator"
     elif name in TOSA_1_1_ONLY:
         why = "it is a TOSA 1.1 (draft) operator; npu-sim implements TOSA 1.0"
     elif name == "CUSTOM":

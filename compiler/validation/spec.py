@@ -1,4 +1,4 @@
-"""The TOSA 1.0 PRO-INT argument and type-support tables, as data.
+"""The TOSA 1.0 argument and type-support tables (PRO-INT, PRO-FP and extensions), as data.
 
 One `Spec` per operator, transcribed from the argument tables and <typesupport> rows of the
 specification (tosa.xml, v1.0.2). The generic checks in `operands.py` read it for operand
@@ -20,6 +20,8 @@ MAX = None          # rank bound: the level's MAX_RANK
 MAX_1 = "MAX-1"     # rank bound: MAX_RANK - 1
 
 I4, I8, I16, I32, I48, BOOL, SHAPE = "int4", "int8", "int16", "int32", "int48", "bool", "shape"
+FP32, FP16, BF16, FP8E4M3, FP8E5M2 = "fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2"
+PRO_FP = "PRO-FP"       # the need of a PRO-FP type row (rows without a need are PRO-INT's)
 TOSA_1_1 = "TOSA-1.1"   # pseudo-extension of type rows added after 1.0 (reported as unsupported)
 TYPE_VARS = ("in_t", "out_t", "in_out_t", "weight_t", "acc_t", "table_t", "index_t", "mode")
 
@@ -111,6 +113,9 @@ def _reduce(rows):
 
 _I8_16_32 = _rows("in_out_t", I8, I16, I32)
 _I32 = _rows("in_out_t", I32)
+_I32_FP = _rows("in_out_t", I32, **{PRO_FP: (FP16, FP32), "EXT-BF16": (BF16,)})
+_FP = {PRO_FP: (FP16, FP32), "EXT-BF16": (BF16,)}                 # PRO-FP's float rows
+_FP_ALL = {**_FP, "EXT-FP8E4M3": (FP8E4M3,), "EXT-FP8E5M2": (FP8E5M2,)}   # ... with fp8
 _BOOL = _rows("in_out_t", BOOL)
 _LAYOUT = _rows("in_out_t", BOOL, I8, I16, I32)
 _CMP = (R(in_t=I32, out_t=BOOL),)
@@ -143,9 +148,9 @@ SPECS: dict[str, Spec] = {
     # ---- activation --------------------------------------------------------------------------
     "CLAMP": Spec(inputs=(T("input", "in_out_t", "@shape"),),
                   outputs=(T("output", "in_out_t", "@shape"),),
-                  rows=_rows("in_out_t", I8, **{"EXT-INT16": (I16,)})),
+                  rows=_rows("in_out_t", I8, **{"EXT-INT16": (I16,)}, **_FP)),
     # ---- elementwise binary --------------------------------------------------------------------
-    "ADD": _binary(_I32), "SUB": _binary(_I32), "INTDIV": _binary(_I32),
+    "ADD": _binary(_I32_FP), "SUB": _binary(_I32), "INTDIV": _binary(_I32),
     "MAXIMUM": _binary(_I32), "MINIMUM": _binary(_I32),
     "ARITHMETIC_RIGHT_SHIFT": _binary(_I8_16_32), "LOGICAL_LEFT_SHIFT": _binary(_I8_16_32),
     "LOGICAL_RIGHT_SHIFT": _binary(_I8_16_32),
@@ -224,12 +229,13 @@ SPECS: dict[str, Spec] = {
                     + tuple(R("EXT-INT16", in_t=I48, out_t=b) for b in (I8, I16, I32))),
     # ---- data nodes ------------------------------------------------------------------------------
     "CONST": Spec(inputs=(), outputs=(T("output", "out_t", "@shape"),),
-                  rows=_rows("out_t", BOOL, I8, I16, I32, **{"EXT-INT4": (I4,), "EXT-INT16": (I48,)})),
+                  rows=_rows("out_t", BOOL, I8, I16, I32, **{"EXT-INT4": (I4,), "EXT-INT16": (I48,)},
+                             **_FP_ALL)),
     "CONST_SHAPE": Spec(inputs=(), outputs=(T("output", SHAPE, "*", (1, 1)),), rows=(R(),)),
     "IDENTITY": Spec(inputs=(T("input1", "in_out_t", "@shape"),),
                      outputs=(T("output", "in_out_t", "@shape"),),
                      rows=_rows("in_out_t", BOOL, I8, I16, I32,
-                                **{"EXT-INT4": (I4,), "EXT-INT16": (I48,)})),
+                                **{"EXT-INT4": (I4,), "EXT-INT16": (I48,)}, **_FP_ALL)),
 }
 
 # Operators of TOSA 1.0 that are not in PRO-INT, and TOSA 1.1 additions (for messages).

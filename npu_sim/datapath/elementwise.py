@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fp import fp_clamp, fp_elementwise, is_float
 from .scale import signed_range, type_bits
 
 _UNSIGNED = {np.dtype(np.int8): np.uint8, np.dtype(np.int16): np.uint16,
@@ -127,8 +128,11 @@ ELEMENTWISE_OPS = tuple(_OPS)
 def elementwise(op: str, inputs: list, out_dtype, **attrs) -> np.ndarray:
     """Apply TOSA elementwise `op` with numpy broadcasting; returns an `out_dtype` array.
 
-    attrs: MUL shift; ARITHMETIC_RIGHT_SHIFT round; NEGATE input_zp/output_zp.
+    attrs: MUL shift; ARITHMETIC_RIGHT_SHIFT round; NEGATE input_zp/output_zp; MAXIMUM and
+    MINIMUM nan_mode. Float operands (or a CAST to a float type) run the float kernels (fp.py).
     """
+    if is_float(out_dtype) or any(is_float(np.asarray(x).dtype) for x in inputs):
+        return fp_elementwise(op, inputs, out_dtype, **attrs)
     try:
         fn = _OPS[op]
     except KeyError:
@@ -136,9 +140,11 @@ def elementwise(op: str, inputs: list, out_dtype, **attrs) -> np.ndarray:
     return fn(*inputs, out_dtype=np.dtype(out_dtype), **attrs)
 
 
-def clamp(x, lo, hi) -> np.ndarray:
-    """TOSA CLAMP (integer): max then min, same dtype."""
+def clamp(x, lo, hi, nan_mode: str = "PROPAGATE") -> np.ndarray:
+    """TOSA CLAMP: max then min, same dtype (floats: fp.fp_clamp, with its nan_mode)."""
     x = np.asarray(x)
+    if is_float(x.dtype):
+        return fp_clamp(x, lo, hi, nan_mode)
     return np.minimum(np.maximum(x, lo), hi).astype(x.dtype)
 
 

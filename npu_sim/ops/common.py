@@ -20,6 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npu_sim.isa.dtypes import DTYPES
+from npu_sim.isa.errors import UnsupportedError
 from npu_sim.isa.opcodes import OPCODES
 from npu_sim.isa.operators import ELEMENTWISE, OPERATORS
 from npu_sim.isa.registry import Registry
@@ -39,9 +41,18 @@ HOST_OPS = Registry("host evaluation", OPERATORS)
 SHAPE_CHECKS = Registry("program check", OPCODES)
 
 
-def classed(operator: str, count: int) -> dict[str, int]:
-    """`count` element operations of `operator`'s class."""
-    return {OPERATORS[operator].op_class: int(count)}
+def classed(operator: str, count: int, dtype: str = "") -> dict[str, int]:
+    """`count` element operations of `operator`'s class: its float passes when it computes on
+    a float `dtype` (isa/operators.py FLOAT_CLASSES), else its integer class."""
+    row = OPERATORS[operator]
+    if dtype and DTYPES[dtype].kind == "float":
+        if not row.fp_class:
+            raise UnsupportedError(f"{operator} has no floating-point form on the vector unit")
+        work: dict[str, int] = {}
+        for c in row.fp_class:
+            work[c] = work.get(c, 0) + int(count)
+        return work
+    return {row.op_class: int(count)}
 
 
 class HostCall(NamedTuple):

@@ -30,14 +30,16 @@ def resize(x: dict, a: dict, out: np.ndarray):
                          in_size=a["in_size"], out_dtype=out.dtype)
 
 
-VECTOR_WORK.register("reduce")(lambda cmd: classed(cmd.attrs["fn"], cmd.inputs["in0"].count))
+VECTOR_WORK.register("reduce")(lambda cmd: classed(cmd.attrs["fn"], cmd.inputs["in0"].count,
+                                                   cmd.inputs["in0"].dtype))
 
 
 @VECTOR_WORK.register("resize")
 def resize_work(cmd) -> dict:
     """Bilinear interpolation reads and weighs four input pixels per output."""
     count = next(iter(cmd.outputs.values())).count
-    return classed("RESIZE", count * (4 if cmd.attrs["mode"] == "BILINEAR" else 1))
+    return classed("RESIZE", count * (4 if cmd.attrs["mode"] == "BILINEAR" else 1),
+                   cmd.inputs["in0"].dtype)
 
 
 # ---- host evaluation ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.dtypes import DTYPES, STORAGE
 
 from .. import datapath as dp
 from .common import HOST_OPS, MICRO_OPS, SHAPE_CHECKS, VECTOR_KERNELS, VECTOR_WORK, HostCall, \
@@ -18,7 +18,7 @@ _DIRECT = ("ADD", "SUB", "MUL", "ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT",
            "LOGICAL_RIGHT_SHIFT", "INTDIV", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR",
            "BITWISE_NOT", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_NOT", "MAXIMUM",
            "MINIMUM", "ABS", "CLZ", "NEGATE", "SELECT", "EQUAL", "GREATER", "GREATER_EQUAL")
-_MICRO_ATTRS = ("shift", "round", "input_zp", "output_zp")
+_MICRO_ATTRS = ("shift", "round", "input_zp", "output_zp", "nan_mode")
 
 
 @VECTOR_KERNELS.register("elementwise")
@@ -38,8 +38,13 @@ def program_work(cmd) -> dict:
     """One pass over the tile per micro-op, of that micro-op's operator's class."""
     count = next(iter(cmd.outputs.values())).count
     work: dict[str, int] = {}
+    made: list[str] = []            # each micro-op's result dtype
     for u in json.loads(cmd.attrs["program"]):
-        for c, n in classed(u["fn"], count).items():
+        types = [made[int(r[1:])] if r[0] == "%" else cmd.inputs[r].dtype for r in u["args"]]
+        made.append(u["dtype"])
+        # a micro-op computes in float when an operand or its result is float (CAST included)
+        fp = next((t for t in types + [u["dtype"]] if DTYPES[t].kind == "float"), "")
+        for c, n in classed(u["fn"], count, fp).items():
             work[c] = work.get(c, 0) + n
     return work
 
@@ -53,14 +58,16 @@ def _direct(fn: str):
 for _name in _DIRECT:
     MICRO_OPS.register(_name)(_direct(_name))
 MICRO_OPS.register("TABLE")(lambda args, tables, u, dtype: dp.table(args[0], tables[0]))
-MICRO_OPS.register("CLAMP")(lambda args, tables, u, dtype: dp.clamp(args[0], u["lo"], u["hi"]))
+MICRO_OPS.register("CLAMP")(lambda args, tables, u, dtype: dp.clamp(args[0], u["lo"], u["hi"],
+                                                                 u.get("nan_mode", "PROPAGATE")))
 
 
 # ---- host evaluation ---------------------------------------------------------------------------
 
 @HOST_OPS.register(*(n for n in _DIRECT if n not in ("MUL", "ARITHMETIC_RIGHT_SHIFT", "NEGATE")))
 def elementwise_host(call: HostCall) -> list:
-    return [dp.elementwise(call.op, call.inputs, call.out_dtypes[0])]
+    nan = {"nan_mode": call.attrs["nan_mode"]} if "nan_mode" in call.attrs else {}
+    return [dp.elementwise(call.op, call.inputs, call.out_dtypes[0], **nan)]
 
 
 @HOST_OPS.register("MUL")
@@ -81,7 +88,8 @@ def negate_host(call: HostCall) -> list:
 
 
 HOST_OPS.register("CLAMP")(lambda call: [dp.clamp(call.inputs[0], call.attrs["min_val"],
-                                                  call.attrs["max_val"])])
+                                                  call.attrs["max_val"],
+                                                  call.attrs.get("nan_mode", "PROPAGATE"))])
 HOST_OPS.register("TABLE")(lambda call: [dp.table(call.inputs[0], call.inputs[1])])
 
 

@@ -54,12 +54,13 @@ def argmax(x: dict, a: dict, out: np.ndarray):
 def pool_work(cmd) -> dict:
     """One lane operation per window element of every output."""
     return classed(cmd.op.upper(),
-                   next(iter(cmd.outputs.values())).count * int(np.prod(cmd.attrs["kernel"])))
+                   next(iter(cmd.outputs.values())).count * int(np.prod(cmd.attrs["kernel"])),
+                   cmd.inputs["in0"].dtype)
 
 
 @VECTOR_WORK.register("argmax")
 def argmax_work(cmd) -> dict:
-    return classed("ARGMAX", cmd.inputs["in0"].count)
+    return classed("ARGMAX", cmd.inputs["in0"].count, cmd.inputs["in0"].dtype)
 
 
 # ---- host evaluation ---------------------------------------------------------------------------
