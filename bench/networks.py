@@ -32,6 +32,11 @@ NETWORKS: dict[str, tuple[str, str | None, dict]] = {
                      dict(depth=18, resolution=112)),
     "transformer": ("transformer encoder (16 tokens, d_model 64, 2 heads)", "transformer", {}),
     "ds_cnn": ("DS-CNN keyword spotter, MFCC 49x10", "ds_cnn", {}),
+    "resnet50_224": ("ResNet-50 (bottleneck blocks), 224x224, 4.1 G MACs", "resnet",
+                     dict(depth=50, resolution=224)),
+    "bert_base_layer": ("BERT-base encoder layer (128 tokens, hidden 768, 12 heads, FFN 3072)",
+                        "transformer", dict(tokens=128, d_model=768, heads=12, d_ff=3072,
+                                            layers=1)),
     "et_mbv2_050_128": ("ExecuTorch MobileNetV2 0.5, 128x128, NCHW input", FILE,
                         dict(dir="mbv2_050_128", file="model.tosa")),
     "et_small_cnn": ("ExecuTorch small CNN, 48x48, NCHW input", FILE,
@@ -50,7 +55,8 @@ PROBE = ("8-channel DS-CNN (the fixed cost of a run)", "ds_cnn", dict(channels=8
 
 ALIASES = {"mobilenet": "mobilenet_v2_224", "mobilenet_v2": "mobilenet_v2_224",
            "mnv2": "mobilenet_v2_224", "resnet": "resnet18_112", "resnet18": "resnet18_112",
-           "transformer_encoder": "transformer", "dscnn": "ds_cnn", "ds-cnn": "ds_cnn"}
+           "transformer_encoder": "transformer", "dscnn": "ds_cnn", "ds-cnn": "ds_cnn",
+           "resnet50": "resnet50_224", "bert": "bert_base_layer"}
 
 _NP_DTYPES = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "UINT8": np.uint8,
               "BOOL": np.bool_}
