@@ -23,12 +23,16 @@ def pad_before(padding: int, size: int, k: int, stride: int, dil: int = 1) -> in
     return max(total, 0) // 2
 
 
-def window_pads(padding, size, k, stride, dil, out) -> tuple[int, int, int]:
+def window_pads(padding, size, k, stride, dil, out, explicit=None) -> tuple[int, int, int]:
     """(before, after, crop): TOSA needs (size - 1 + before + after - (k-1)*dil) to be exactly
-    (out - 1) * stride, so the padding rows no output reads are dropped, and then input rows."""
-    before = pad_before(padding, size, k, stride, dil)
-    total = max((out - 1) * stride + (k - 1) * dil + 1 - size, 0) if padding == SAME else 0
-    after = total - before
+    (out - 1) * stride, so the padding rows no output reads are dropped, and then input rows.
+    `explicit` (before, after) replaces the padding scheme (NNAPI's explicit padding)."""
+    if explicit is not None:
+        before, after = explicit
+    else:
+        before = pad_before(padding, size, k, stride, dil)
+        total = max((out - 1) * stride + (k - 1) * dil + 1 - size, 0) if padding == SAME else 0
+        after = total - before
     excess = size - 1 + before + after - (k - 1) * dil - (out - 1) * stride
     cut = min(excess, after)
     return before, after - cut, excess - cut
@@ -54,13 +58,23 @@ def requantize(L: Lowering, acc: str, reals, out_t, fused: int, out: str) -> str
     return r if last else L.b.clamp(r, lo, hi, out)
 
 
-def _bias(L: Lowering, k: int, n: int) -> np.ndarray:
-    if L.has_input(k):
-        b = L.const_input(k)
-        if L.t(k).dtype != "INT32":
-            L.fail(f"bias '{L.t(k).name}' is {L.t(k).dtype}; int32 expected")
-        return b.reshape(-1).astype(np.int32)
-    return np.zeros(n, np.int32)
+def _bias(L: Lowering, k: int, n: int) -> str:
+    """The bias as an IR tensor: its constant, a tensor computed at run time, or zeros."""
+    if not L.has_input(k):
+        return L.b.const(np.zeros(n, np.int32), "int32", "bias")
+    if L.t(k).dtype != "INT32":
+        L.fail(f"bias '{L.t(k).name}' is {L.t(k).dtype}; int32 expected")
+    if L.t(k).data is None:
+        return L.b.reshape(L.value(k), (n,))
+    return L.b.const(L.t(k).data.reshape(-1).astype(np.int32), "int32", "bias")
+
+
+def _weights(L: Lowering, k: int, shape) -> str:
+    """The weights in TOSA's layout `shape`: a constant, or a tensor computed at run time."""
+    w = L.t(k).data
+    if w is None:
+        return L.b.reshape(L.value(k), shape)
+    return L.b.const(w.reshape(shape), "int8", "weight")
 
 
 def _filter_reals(L: Lowering, x, w, out_t, n: int):
@@ -68,7 +82,7 @@ def _filter_reals(L: Lowering, x, w, out_t, n: int):
     return [float(x.scale) * float(s) / float(out_t.scale) for s in scales]
 
 
-def _conv_like(L: Lowering, op: str, weights: np.ndarray, oc: int):
+def _conv_like(L: Lowering, op: str, weights: str, oc: int):
     x, w, o = L.t(0), L.t(1), L.o()
     L.need_int8(x, w, o)
     opt = L.op.options
@@ -77,11 +91,12 @@ def _conv_like(L: Lowering, op: str, weights: np.ndarray, oc: int):
     _, oh, ow, _ = o.shape
     sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
     dh, dw = opt.get("dilation_h_factor", 1), opt.get("dilation_w_factor", 1)
-    pt, pb, ch = window_pads(opt.get("padding", VALID), ih, kh, sh, dh, oh)
-    pl, pr, cw = window_pads(opt.get("padding", VALID), iw, kw, sw, dw, ow)
+    pad, ex = opt.get("padding", VALID), opt.get("explicit_padding")   # (top, bottom, left, right)
+    pt, pb, ch = window_pads(pad, ih, kh, sh, dh, oh, ex and ex[:2])
+    pl, pr, cw = window_pads(pad, iw, kw, sw, dw, ow, ex and ex[2:])
     xin = spatial_input(L, L.value(0), (ch, cw))
     b = L.b
-    acc = b.op(op, [xin, b.const(weights, "int8", "weight"), b.const(_bias(L, 2, oc), "int32", "bias"),
+    acc = b.op(op, [xin, weights, _bias(L, 2, oc),
                     b.scalar(x.zero_point, "int8"), b.scalar(w.zero_point, "int8")],
                (o.shape[0], oh, ow, oc), "int32",
                {"pad": (pt, pb, pl, pr), "stride": (sh, sw), "dilation": (dh, dw),
@@ -91,14 +106,14 @@ def _conv_like(L: Lowering, op: str, weights: np.ndarray, oc: int):
 
 
 def conv_2d(L: Lowering):
-    w = L.const_input(1)
-    _conv_like(L, "CONV2D", w, w.shape[0])
+    shape = L.t(1).shape
+    _conv_like(L, "CONV2D", _weights(L, 1, shape), shape[0])
 
 
 def depthwise_conv_2d(L: Lowering):
-    w = L.const_input(1)                        # [1, KH, KW, C*M] -> TOSA [KH, KW, C, M]
+    _, kh, kw, oc = L.t(1).shape                # [1, KH, KW, C*M] -> TOSA [KH, KW, C, M]
     c = L.t(0).shape[3]
-    _conv_like(L, "DEPTHWISE_CONV2D", w[0].reshape(w.shape[1], w.shape[2], c, -1), w.shape[3])
+    _conv_like(L, "DEPTHWISE_CONV2D", _weights(L, 1, (kh, kw, c, oc // c)), oc)
 
 
 def transpose_conv(L: Lowering):
@@ -106,18 +121,16 @@ def transpose_conv(L: Lowering):
     forward convolution from the output would; TOSA takes that as negative out_pad."""
     w_t, x, o = L.t(1), L.t(2), L.o()
     L.need_int8(x, w_t, o)
-    w = L.const_input(1)
-    oc, kh, kw, _ = w.shape
+    oc, kh, kw, _ = w_t.shape
     _, ih, iw, _ = x.shape
     _, oh, ow, _ = o.shape
     opt = L.op.options
     sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
-    pad = opt.get("padding", VALID)
-    pt, pl = pad_before(pad, oh, kh, sh), pad_before(pad, ow, kw, sw)
+    pad, ex = opt.get("padding", VALID), opt.get("explicit_padding")
+    pt, pl = (ex[0], ex[2]) if ex else (pad_before(pad, oh, kh, sh), pad_before(pad, ow, kw, sw))
     opb, opr = oh - (ih - 1) * sh - kh + pt, ow - (iw - 1) * sw - kw + pl
     b = L.b
-    acc = b.op("TRANSPOSE_CONV2D", [L.value(2), b.const(w, "int8", "weight"),
-                                    b.const(_bias(L, 3, oc), "int32", "bias"),
+    acc = b.op("TRANSPOSE_CONV2D", [L.value(2), _weights(L, 1, w_t.shape), _bias(L, 3, oc),
                                     b.scalar(x.zero_point, "int8"), b.scalar(w_t.zero_point, "int8")],
                (o.shape[0], oh, ow, oc), "int32",
                {"out_pad": (-pt, opb, -pl, opr), "stride": (sh, sw), "local_bound": False,
@@ -129,13 +142,11 @@ def transpose_conv(L: Lowering):
 def fully_connected(L: Lowering):
     x, w_t, o = L.t(0), L.t(1), L.o()
     L.need_int8(x, w_t, o)
-    w = L.const_input(1)
-    n, k = w.shape
+    n, k = w_t.shape
     rows = int(np.prod(x.shape)) // k
     b = L.b
     xin = b.reshape(L.value(0), (1, rows, 1, k))
-    acc = b.op("CONV2D", [xin, b.const(w.reshape(n, 1, 1, k), "int8", "weight"),
-                          b.const(_bias(L, 2, n), "int32", "bias"),
+    acc = b.op("CONV2D", [xin, _weights(L, 1, (n, 1, 1, k)), _bias(L, 2, n),
                           b.scalar(x.zero_point, "int8"), b.scalar(w_t.zero_point, "int8")],
                (1, rows, 1, n), "int32",
                {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1), "local_bound": False,

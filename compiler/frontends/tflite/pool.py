@@ -14,9 +14,9 @@ def _window(L: Lowering):
         L.fail("input and output quantization differ; TFLite requires them equal")
     kh, kw = opt.get("filter_height", 1), opt.get("filter_width", 1)
     sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
-    pad = opt.get("padding", VALID)
-    pt, pb, ch = window_pads(pad, x.shape[1], kh, sh, 1, o.shape[1])
-    pl, pr, cw = window_pads(pad, x.shape[2], kw, sw, 1, o.shape[2])
+    pad, ex = opt.get("padding", VALID), opt.get("explicit_padding")   # (top, bottom, left, right)
+    pt, pb, ch = window_pads(pad, x.shape[1], kh, sh, 1, o.shape[1], ex and ex[:2])
+    pl, pr, cw = window_pads(pad, x.shape[2], kw, sw, 1, o.shape[2], ex and ex[2:])
     xin = spatial_input(L, L.value(0), (ch, cw))
     return xin, {"kernel": (kh, kw), "stride": (sh, sw), "pad": (pt, pb, pl, pr)}
 
