@@ -18,7 +18,7 @@ EXIT_USAGE = 2
 # Further subcommands live in their own modules, each with add_parser(subparsers) that sets
 # `func` to a handler returning the exit status (errors raised as NpuSimError).
 SUBCOMMAND_MODULES: list[str] = ["npu_sim.viewer", "npu_sim.dse.cli", "npu_sim.conformance",
-                                   "npu_sim.operator_info"]
+                                   "npu_sim.operator_info", "npu_sim.nnapi.cli"]
 
 
 def _is_program(path: str) -> bool:
@@ -56,6 +56,9 @@ def cmd_run(args) -> int:
     from . import api
     if args.trace_coarse and not args.trace:
         raise InputError("--trace-coarse: give the trace file with --trace FILE.json")
+    if args.preference:
+        from .nnapi.cli import run_preference
+        return run_preference(args, _config(args.config, args.set))
     program, cfg = _load_program_or_compile(args.model, args.config, args.set)
     inputs = files.load_inputs(args.input or [], program.inputs)
     state = files.load_state(args.state, program.variables) if args.state else None
@@ -150,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--csv", metavar="LAYERS.csv", help="write the per-layer table as CSV")
     r.add_argument("--timing-only", action="store_true", help="simulate timing and energy "
                    "without computing values")
+    r.add_argument("--preference", choices=["LOW_POWER", "FAST_SINGLE_ANSWER", "SUSTAINED_SPEED"],
+                   help="prepare a .tflite or .json NNAPI case on the NNAPI device with this "
+                        "ExecutionPreference and compare the three schedules")
     r.add_argument("--seed", type=_seed, default=0, help="seed for random inputs (default 0)")
     r.add_argument("--state", metavar="STATE.npz", help="variables (EXT-VARIABLE) to start from, "
                    "if the file exists, and where to save them after the run")

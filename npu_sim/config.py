@@ -67,6 +67,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "driver_overhead_us": (0, 10_000_000),
     "schedule.resident_fraction": (0.05, 1), "schedule.tile_floor": (1, 1 << 30),
     "schedule.room_slack": (1, 16),
+    "operating_points.*.clock_mhz": (1, 10_000), "operating_points.*.voltage_scale": (0.3, 1.5),
     "area.mac_mm2.*": (0, 1), "area.sram_mm2_per_kib": (0, 1), "area.sram_bank_overhead_mm2": (0, 100),
     "area.vector_lane_mm2": (0, 10), "area.dma_channel_mm2": (0, 100), "area.fixed_mm2": (0, 10_000),
 }
@@ -154,6 +155,15 @@ class ScheduleConfig:
 
 
 @dataclass(frozen=True)
+class OperatingPoint:
+    """A lower clock and supply the NPU may run at (optional section `operating_points`, by
+    name; the config's own figures are the nominal point): on-chip energy per event scales with
+    voltage_scale squared, leakage power with voltage_scale; external memories keep theirs."""
+    clock_mhz: float
+    voltage_scale: float
+
+
+@dataclass(frozen=True)
 class MemoryEnergy:
     read_pj_per_byte: float
     write_pj_per_byte: float
@@ -221,6 +231,7 @@ class HardwareConfig:
     driver_overhead_us: float
     area: AreaConfig | None = None  # optional section: only design-space exploration needs it
     schedule: ScheduleConfig = ScheduleConfig()
+    operating_points: dict[str, OperatingPoint] = field(default_factory=dict)
     source: str = field(default="<dict>", compare=False)  # where it came from, not what it is
 
     def __hash__(self) -> int:
@@ -310,9 +321,9 @@ def _bound(value: float, path: str) -> str:
 
 def _range_key(path: str) -> str:
     parts = path.split(".")
-    if parts[0] in ("memories", "energy") and len(parts) >= 3:
-        index = 1 if parts[0] == "memories" else 2
-        if parts[0] == "memories" or parts[1] == "memories":
+    if parts[0] in ("memories", "energy", "operating_points") and len(parts) >= 3:
+        index = 2 if parts[0] == "energy" else 1
+        if parts[0] != "energy" or parts[1] == "memories":
             parts[index] = "*"
     if parts[:2] in (["energy", "mac_pj"], ["area", "mac_mm2"], ["energy", "vector_op_pj"],
                      ["mac_array", "precision"], ["mac_array", "ports"],
@@ -410,7 +421,8 @@ def _join(path: str, key: Any) -> str:
 
 
 _TOP_KEYS = ("name", "description", "clock_mhz", "tosa", "mac_array", "vector_unit", "sram", "dma", "memories",
-                 "placement", "energy", "cpu_baseline", "driver_overhead_us", "area", "schedule")
+                 "placement", "energy", "cpu_baseline", "driver_overhead_us", "area", "schedule",
+             "operating_points")
 
 
 def _classes(c: _Checker, data: Any, path: str, classes: tuple) -> dict:
@@ -443,7 +455,7 @@ def _tosa(c: _Checker, data: Any) -> TosaTarget:
 
 def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareConfig:
     c = _Checker(source, ranged=True)
-    top = c.section(data, "", _TOP_KEYS, ("description", "area", "schedule"))
+    top = c.section(data, "", _TOP_KEYS, ("description", "area", "schedule", "operating_points"))
     num = c.number
 
     tosa = _tosa(c, top["tosa"])
@@ -563,12 +575,21 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
         tile_floor=c.size(s.get("tile_floor", defaults.tile_floor), "schedule.tile_floor"),
         room_slack=num(s.get("room_slack", defaults.room_slack), "schedule.room_slack"))
 
+    points = {}
+    for name, spec in c.mapping(top.get("operating_points", {}), "operating_points").items():
+        p = f"operating_points.{name}"
+        if not isinstance(name, str) or not _IDENT_RE.match(name):
+            raise c.fail(p, f"expected an identifier name like low_power, got {_show(name)}")
+        e = c.section(spec, p, ("clock_mhz", "voltage_scale"))
+        points[name] = OperatingPoint(num(e["clock_mhz"], f"{p}.clock_mhz"),
+                                      num(e["voltage_scale"], f"{p}.voltage_scale"))
+
     return HardwareConfig(
         name=c.text(top["name"], "name"), description=c.text(top.get("description", ""), "description", True),
         clock_mhz=num(top["clock_mhz"], "clock_mhz"), tosa=tosa, mac_array=mac, vector_unit=vector, sram=sram,
         dma=dma, memories=memories, placement=placement, energy=energy, cpu_baseline=cpu,
         driver_overhead_us=num(top["driver_overhead_us"], "driver_overhead_us", zero_ok=True), area=area,
-        schedule=schedule,
+        schedule=schedule, operating_points=points,
         source=keep_source if keep_source is not None else source)
 
 

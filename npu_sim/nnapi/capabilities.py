@@ -1,0 +1,90 @@
+"""Capabilities: PerformanceInfo per supported OperandType, each the simulated time and energy
+of a reference workload relative to the config's CPU baseline running the same workload (the
+report's execTime and powerUsage; lower is better). The workloads:
+
+- TENSOR_QUANT8_ASYMM, _SIGNED: CONV_2D 3x3, SAME, stride 1, fused RELU, 1x28x28x32 -> 32
+  channels, then DEPTHWISE_CONV_2D 3x3 and ADD of the two (a residual block's layers);
+- TENSOR_QUANT8_SYMM_PER_CHANNEL: the same block with per-channel filters on uint8 data;
+- INT32 and BOOL scalars are compile-time parameters: they carry the TENSOR_QUANT8_ASYMM figure;
+- TENSOR_INT32, TENSOR_QUANT16_SYMM, TENSOR_BOOL8 (data layout only): TRANSPOSE of a
+  1x32x32x16 tensor to NCHW, then CONCATENATION with itself.
+
+Float types, relaxed float32 arithmetic and IF/WHILE are not supported: FLT_MAX (left out of
+operandPerformance, as types.spec's convention has it)."""
+from __future__ import annotations
+
+import numpy as np
+
+from npu_sim.compiler.frontends.nnapi.model import OperandType as T
+
+from ..config import HardwareConfig
+from .builder import ModelBuilder
+from .hal import UNSUPPORTED, Capabilities, ExecutionPreference, OperandPerformance, PerformanceInfo
+
+
+def conv_block(kind: str = "TENSOR_QUANT8_ASYMM", per_channel: bool = False):
+    rng = np.random.default_rng(7)
+    signed = kind == "TENSOR_QUANT8_ASYMM_SIGNED"
+    lo, hi, zp = (-128, 127, -3) if signed else (0, 255, 125)
+    b = ModelBuilder(f"reference_{kind.lower()}{'_per_channel' if per_channel else ''}")
+    x = b.input(kind, (1, 28, 28, 32), 0.05, zp)
+    if per_channel:
+        scales = list(np.linspace(0.002, 0.006, 32))
+        w = b.operand("TENSOR_QUANT8_SYMM_PER_CHANNEL", (32, 3, 3, 32), 0.0, 0,
+                      rng.integers(-127, 128, (32, 3, 3, 32)), scales, 0)
+        bias = b.operand("TENSOR_INT32", (32,), 0.0, 0, rng.integers(-500, 500, 32))
+    else:
+        w = b.operand(kind, (32, 3, 3, 32), 0.004, zp, rng.integers(lo, hi + 1, (32, 3, 3, 32)))
+        bias = b.operand("TENSOR_INT32", (32,), 0.05 * 0.004, 0, rng.integers(-500, 500, 32))
+    y = b.operand(kind, (1, 28, 28, 32), 0.1, zp)
+    b.op("CONV_2D", [x, w, bias, b.i32(1), b.i32(1), b.i32(1), b.i32(1)], [y])
+    dw = b.operand(kind, (1, 3, 3, 32), 0.01, zp, rng.integers(lo, hi + 1, (1, 3, 3, 32)))
+    dbias = b.operand("TENSOR_INT32", (32,), 0.1 * 0.01, 0, rng.integers(-500, 500, 32))
+    z = b.operand(kind, (1, 28, 28, 32), 0.1, zp)
+    b.op("DEPTHWISE_CONV_2D", [y, dw, dbias, b.i32(1), b.i32(1), b.i32(1), b.i32(1), b.i32(0)], [z])
+    out = b.operand(kind, (1, 28, 28, 32), 0.2, zp)
+    b.op("ADD", [y, z, b.i32(0)], [out])
+    b.output(out)
+    return b.model()
+
+
+def layout_block(kind: str):
+    b = ModelBuilder(f"reference_{kind.lower()}")
+    x = b.input(kind, (1, 32, 32, 16), 0.1 if kind == "TENSOR_QUANT16_SYMM" else 0.0, 0)
+    y = b.operand(kind, (1, 16, 32, 32), 0.1 if kind == "TENSOR_QUANT16_SYMM" else 0.0, 0)
+    b.op("TRANSPOSE", [x, b.operand("TENSOR_INT32", (4,), data=[0, 3, 1, 2])], [y])
+    z = b.operand(kind, (1, 32, 32, 32), y and b.operands[y].scale, 0)
+    b.op("CONCATENATION", [y, y, b.i32(1)], [z])
+    b.output(z)
+    return b.model()
+
+
+WORKLOADS = {
+    T.TENSOR_INT32: lambda: layout_block("TENSOR_INT32"),
+    T.TENSOR_QUANT8_ASYMM: lambda: conv_block("TENSOR_QUANT8_ASYMM"),
+    T.TENSOR_QUANT16_SYMM: lambda: layout_block("TENSOR_QUANT16_SYMM"),
+    T.TENSOR_BOOL8: lambda: layout_block("TENSOR_BOOL8"),
+    T.TENSOR_QUANT8_SYMM_PER_CHANNEL: lambda: conv_block("TENSOR_QUANT8_ASYMM", per_channel=True),
+    T.TENSOR_QUANT8_ASYMM_SIGNED: lambda: conv_block("TENSOR_QUANT8_ASYMM_SIGNED"),
+}
+PARAMETERS = {T.INT32: T.TENSOR_QUANT8_ASYMM, T.BOOL: T.TENSOR_QUANT8_ASYMM}
+
+
+def workload_info(model, cfg: HardwareConfig) -> PerformanceInfo:
+    from npu_sim.compiler.frontends.nnapi import lower_model
+    from npu_sim.report import build_report
+    from . import schedule
+    s, _ = schedule.choose(lower_model(model, model.name), cfg,
+                           ExecutionPreference.FAST_SINGLE_ANSWER)
+    from ..simulator import Machine
+    sim = Machine(s.program, s.config, check_hazards=False).run(None, compute_values=False)
+    perf = build_report(s.program, s.config, sim, True).performance_info
+    return PerformanceInfo(round(perf["execTime"], 6), round(perf["powerUsage"], 6))
+
+
+def measure_capabilities(cfg: HardwareConfig) -> Capabilities:
+    infos = {t: workload_info(make(), cfg) for t, make in WORKLOADS.items()}
+    infos.update({t: infos[src] for t, src in PARAMETERS.items()})
+    return Capabilities(UNSUPPORTED, UNSUPPORTED,
+                        [OperandPerformance(t, infos[t]) for t in sorted(infos)],
+                        UNSUPPORTED, UNSUPPORTED)
