@@ -100,7 +100,8 @@ class Device:
                 group.append(order[k + 1])
             outs = prep._run([submissions[j][1] for j in group], start_us=clock_us)
             for j, res in zip(group, outs):
-                _, _, measure, deadline = (list(submissions[j]) + [MeasureTiming.NO, None])[:4]
+                sub = list(submissions[j])
+                measure, deadline = (sub + [MeasureTiming.NO, None][len(sub) - 2:])[2:4]
                 results[j] = prep._finish(res, measure, deadline)
             clock_us = max(r["end_us"] for r in outs if r is not None and "end_us" in r) \
                 if any(r and "end_us" in r for r in outs) else clock_us
@@ -148,11 +149,11 @@ class PreparedModel:
                 return ErrorStatus.INVALID_ARGUMENT, (f"input {io.name} has dimensions "
                                                       f"{list(arr.shape)}, not {list(o.dimensions)}")
             want = np.dtype(NUMPY[o.type])
-            if arr.dtype != want and not np.can_cast(arr.dtype, want, "same_kind") or \
-                    arr.dtype.kind in "iu" and arr.size and (
-                        arr.min() < np.iinfo(want).min or arr.max() > np.iinfo(want).max):
+            fits = arr.dtype == want or (arr.dtype.kind in "iub" and want.kind in "iu" and (
+                not arr.size or np.iinfo(want).min <= arr.min() <= arr.max() <= np.iinfo(want).max))
+            if not fits:
                 return ErrorStatus.INVALID_ARGUMENT, (f"input {io.name} holds {arr.dtype} values "
-                                                      f"outside {o.type.name}")
+                                                      f"that are not {o.type.name}")
             arr = arr.astype(want)
             feeds[io.name] = arr.view(np.int8) if want == np.uint8 else arr
         sizes = list(request.output_sizes or [])
@@ -171,23 +172,21 @@ class PreparedModel:
         results = [None if status == ErrorStatus.NONE else {"status": status, "detail": detail}
                    for status, detail in checked]
         good = [i for i, r in enumerate(results) if r is None]
-        s = self.pair if len(good) == 2 and self.pair is not None else self.schedule
-        feeds = {}
-        for j, i in enumerate(good):
-            feeds.update({(f"{n}#{j}" if s.executions > 1 else n): v
-                          for n, v in checked[i][1].items()})
         if not good:
             return results
-        if s.executions > 1 and len(good) != s.executions:
-            s = self.schedule
+        pair = self.pair is not None and len(good) == self.pair.executions
+        s = self.pair if pair else self.schedule
+        feeds = {}
+        for j, i in enumerate(good[:s.executions]):
+            feeds.update({(f"{n}#{j}" if pair else n): v for n, v in checked[i][1].items()})
         cfg = s.config
         sim = Machine(s.program, cfg).run(feeds, compute_values=True)
         report = build_report(s.program, cfg, sim, False)
         device_us = report.seconds * 1e6
-        for j, i in enumerate(good):
+        for j, i in enumerate(good[:s.executions]):
             outs = []
             for io in self.outputs:
-                arr = sim.outputs[f"{io.name}#{j}" if s.executions > 1 else io.name]
+                arr = sim.outputs[f"{io.name}#{j}" if pair else io.name]
                 if io.operand.type == OperandType.TENSOR_QUANT8_ASYMM:
                     arr = arr.view(np.uint8)
                 outs.append(arr.reshape(io.operand.dimensions))
@@ -206,6 +205,6 @@ class PreparedModel:
         if deadline_us is not None and res["driver_us"] > deadline_us:
             return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], Timing(), []
         shapes = [OutputShape(tuple(io.operand.dimensions), True) for io in self.outputs]
-        timing = Timing(int(round(res["device_us"])), int(round(res["driver_us"]))) \
+        timing = Timing(int(np.ceil(res["device_us"])), int(np.ceil(res["driver_us"]))) \
             if MeasureTiming(measure) == MeasureTiming.YES else Timing(UINT64_MAX, UINT64_MAX)
         return status, shapes, timing, res["outputs"]

@@ -77,7 +77,8 @@ def _translate_one(t: Translator, sg: Subgraph):
             t.unsupported("this operation is not supported by the device")
         for k in t.op.inputs + t.op.outputs:
             o = sg.operands[k]
-            if o.is_tensor and 0 in o.dimensions and o.lifetime != OperandLifeTime.NO_VALUE:
+            if o.is_tensor and 0 in o.dimensions and not o.is_constant and \
+                    o.lifetime != OperandLifeTime.NO_VALUE:       # an empty constant: omitted
                 t.unsupported(f"operand {k} has a zero-sized or unspecified dimension "
                               f"{list(o.dimensions)}")
         lower(t)

@@ -115,7 +115,7 @@ def transpose(t: Translator):
     t.counts((1, 2))
     x = t.operand(0)
     rank = len(x.dimensions)
-    perm = list(range(rank))[::-1] if t.is_omitted(1) else \
+    perm = list(range(rank))[::-1] if t.is_omitted(1) or t.operand(1).count == 0 else \
         [int(p) for p in t.tensor_const(1).reshape(-1)]
     t.need(sorted(perm) == list(range(rank)), f"perm {perm} is not a permutation of {rank} axes")
     t.out_shape([x.dimensions[p] for p in perm])

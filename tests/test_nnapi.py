@@ -1,0 +1,209 @@
+"""The NNAPI device: models, validation (INVALID_ARGUMENT), getSupportedOperations,
+Capabilities, preferences, execution errors, priorities and the CTS sample."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npu_sim.nnapi import (FLT_MAX, UINT64_MAX, Device, ErrorStatus, ExecutionPreference,
+                          MeasureTiming, ModelBuilder, OperandType, Priority, Request,
+                          model_from_dict)
+from npu_sim.nnapi import cts
+from npu_sim.isa.errors import ModelError
+
+DATA = Path(__file__).parent / "data"
+SAMPLE = DATA / "nnapi-cts" / "sample.jsonl"
+
+
+@pytest.fixture(scope="module")
+def device():
+    return Device("default")
+
+
+def _cases():
+    return {c["name"]: c for _, c in cts.read_cases(str(SAMPLE))}
+
+
+def test_cts_sample_every_case_that_runs_passes(device):
+    results = [cts.run_case(c, str(SAMPLE), device) for c in _cases().values()]
+    status = {r["case"]: r for r in results}
+    assert not [r for r in results if r["status"] in ("fail", "invalid")]
+    assert status["conv_quant8"]["status"] == "pass" and status["conv_quant8"]["exact"]
+    for v in ("conv_quant8_all_tensors_as_inputs", "conv_quant8_all_inputs_as_internal"):
+        assert status[v]["status"] == "pass"            # run-time weights; placeholder ADDs
+    assert status["conv_float"]["status"] == "unsupported"
+    assert status["depthwise_conv2d_invalid_filter_dims_nhwc_quant8"]["status"] == "expected-failure"
+    assert status["strided_slice_invalid_output_dims"]["status"] == "expected-failure"
+    assert sum(r["status"] == "pass" for r in results) >= 50
+
+
+def test_cts_judges_by_the_accuracy_criteria(device):
+    case = json.loads(json.dumps(_cases()["conv_quant8"]))
+    out = case["main"]["operands"][case["main"]["outputIndexes"][0]]
+    out["data"][0] += 1                                 # off by one: within atol 1
+    r = cts.run_case(case, "x", device)
+    assert r["status"] == "pass" and not r["exact"]
+    out["data"][0] += 1                                 # off by two: a failure
+    assert cts.run_case(case, "x", device)["status"] == "fail"
+
+
+def _conv_model(kind="TENSOR_QUANT8_ASYMM", extra_l2=False):
+    b = ModelBuilder("conv")
+    zp = 3 if kind == "TENSOR_QUANT8_ASYMM" else -125
+    x = b.input(kind, (1, 8, 8, 4), 0.5, zp)
+    w = b.operand(kind, (8, 3, 3, 4), 0.25, zp, np.arange(288).reshape(8, 3, 3, 4) % 50 + zp)
+    bias = b.operand("TENSOR_INT32", (8,), 0.125, 0, np.arange(8) * 7)
+    y = b.operand(kind, (1, 8, 8, 8), 4.0, zp)
+    b.op("CONV_2D", [x, w, bias, b.i32(1), b.i32(1), b.i32(1), b.i32(1)], [y])
+    if extra_l2:
+        z = b.operand(kind, (1, 8, 8, 8), 1 / 128, 128 if kind == "TENSOR_QUANT8_ASYMM" else 0)
+        b.op("L2_NORMALIZATION", [y], [z])
+        y = z
+    b.output(y)
+    return b.model()
+
+
+def test_uint8_and_signed_models_agree(device):
+    rng = np.random.default_rng(1)
+    q = rng.integers(0, 256, (1, 8, 8, 4))
+    outs = {}
+    for kind, shift in (("TENSOR_QUANT8_ASYMM", 0), ("TENSOR_QUANT8_ASYMM_SIGNED", 128)):
+        status, prepared = device.prepareModel(_conv_model(kind))
+        assert status == ErrorStatus.NONE
+        status, shapes, _, got = prepared.execute(Request([q - shift]))
+        assert status == ErrorStatus.NONE and shapes[0].dimensions == (1, 8, 8, 8)
+        outs[kind] = got[0].astype(np.int64) + shift
+    assert np.array_equal(outs["TENSOR_QUANT8_ASYMM"], outs["TENSOR_QUANT8_ASYMM_SIGNED"])
+    assert outs["TENSOR_QUANT8_ASYMM"].min() >= 0
+
+
+def test_supported_operations_per_operation(device):
+    status, verdicts = device.getSupportedOperations(_conv_model(extra_l2=True))
+    assert status == ErrorStatus.NONE and verdicts == [True, False]
+    reasons = device.supported_operations(_conv_model(extra_l2=True))
+    assert "L2_NORMALIZATION" in reasons[1][1]
+
+
+def test_invalid_models_are_invalid_argument(device):
+    case = json.loads(json.dumps(_cases()["conv_quant8"]))
+    case["main"]["operations"][0]["inputs"] = case["main"]["operations"][0]["inputs"][:6]
+    status, _ = device.getSupportedOperations(model_from_dict(case))
+    assert status == ErrorStatus.INVALID_ARGUMENT
+    for bad, rule in (({"type": "NO_SUCH_OP"}, "unknown OperationType"),
+                      ({"inputs": [0, 99]}, "names operand 99")):
+        c = json.loads(json.dumps(_cases()["conv_quant8"]))
+        c["main"]["operations"][0].update(bad)
+        with pytest.raises(ModelError, match=rule):
+            model_from_dict(c)
+
+
+def test_capabilities(device):
+    status, caps = device.getCapabilities()
+    assert status == ErrorStatus.NONE
+    types = [p.type for p in caps.operandPerformance]
+    assert types == sorted(types) and OperandType.TENSOR_QUANT8_ASYMM in types
+    assert OperandType.TENSOR_FLOAT32 not in types                 # unsupported: FLT_MAX
+    assert caps.ifPerformance.execTime == FLT_MAX
+    q8 = {p.type: p.info for p in caps.operandPerformance}[OperandType.TENSOR_QUANT8_ASYMM]
+    assert 0 < q8.execTime < 1 and 0 < q8.powerUsage < 1
+    d = caps.to_dict()
+    assert set(d) == {"relaxedFloat32toFloat16PerformanceScalar",
+                      "relaxedFloat32toFloat16PerformanceTensor", "operandPerformance",
+                      "ifPerformance", "whilePerformance"}
+    assert set(d["operandPerformance"][0]) == {"type", "info"}
+
+
+def test_preferences_change_the_schedule(device):
+    model = _conv_model()
+    prepared = {p: device.prepareModel(model, p)[1] for p in ExecutionPreference}
+    low, fast = prepared[ExecutionPreference.LOW_POWER], prepared[ExecutionPreference.FAST_SINGLE_ANSWER]
+    sustained = prepared[ExecutionPreference.SUSTAINED_SPEED]
+    assert low.schedule.point == "low_power" and fast.schedule.point == "nominal"
+    assert low.schedule.energy_uj < fast.schedule.energy_uj
+    assert fast.schedule.seconds < low.schedule.seconds
+    assert sustained.pair.seconds_per_execution < fast.schedule.seconds
+
+
+def test_execute_errors_timing_and_deadline(device):
+    _, prepared = device.prepareModel(_conv_model())
+    x = np.zeros((1, 8, 8, 4), np.uint8)
+    assert prepared.execute(Request([x[..., :2]]))[0] == ErrorStatus.INVALID_ARGUMENT
+    assert prepared.execute(Request([None]))[0] == ErrorStatus.INVALID_ARGUMENT
+    assert prepared.execute(Request([x.astype(np.int32) + 300]))[0] == ErrorStatus.INVALID_ARGUMENT
+    status, shapes, _, _ = prepared.execute(Request([x], [100]))
+    assert status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE
+    assert shapes[0].dimensions == (1, 8, 8, 8) and not shapes[0].isSufficient
+    status, _, timing, _ = prepared.execute(Request([x]), MeasureTiming.NO)
+    assert status == ErrorStatus.NONE and timing.timeOnDevice == UINT64_MAX
+    status, _, timing, _ = prepared.execute(Request([x]), MeasureTiming.YES)
+    assert 0 < timing.timeOnDevice < timing.timeInDriver < UINT64_MAX
+    status = prepared.execute(Request([x]), MeasureTiming.YES, deadline_us=timing.timeInDriver / 2)[0]
+    assert status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
+
+
+def test_priority_orders_concurrent_executions(device):
+    from npu_sim.nnapi.capabilities import conv_block
+    model = conv_block()
+    low = device.prepareModel(model, priority=Priority.LOW)[1]
+    high = device.prepareModel(model, priority=Priority.HIGH)[1]
+    x = np.zeros((1, 28, 28, 32), np.uint8)
+    r = device.execute_concurrent([(low, Request([x]), MeasureTiming.YES),
+                                   (high, Request([x]), MeasureTiming.YES)])
+    assert r[1][2].timeInDriver < r[0][2].timeInDriver          # HIGH ran first
+    assert r[0][2].timeInDriver >= r[0][2].timeOnDevice + r[1][2].timeOnDevice
+
+
+def test_tflite_model_through_the_device_matches_the_tflite_frontend():
+    pytest.importorskip("tflite")
+    from npu_sim import api
+    from npu_sim.nnapi.cli import load_model
+    d = DATA / "tflite" / "tflite_micro_speech"
+    x = np.load(d / "input-0.npy")
+    model = load_model(str(d / "model.tflite"))
+    dev = Device("edge-256")
+    assert all(v for v, _ in dev.supported_operations(model))
+    status, shapes, _, outs = dev.prepareModel(model)[1].execute(Request([x]))
+    assert status == ErrorStatus.NONE
+    assert np.array_equal(outs[0], np.load(d / "ref-output-0.npy"))
+
+
+@pytest.mark.parametrize("text, why", [
+    ("{not json", "not a JSON NNAPI case"),
+    ('{"name": "x", "main": {"operands": [], "operations": [{"type": 1234, "inputs": [], '
+     '"outputs": []}], "inputIndexes": [], "outputIndexes": []}}', "unknown OperationType"),
+    ('{"name": "x", "main": {"operands": [], "operations": [], "inputIndexes": [3], '
+     '"outputIndexes": []}}', "inputIndexes names operand 3"),
+])
+def test_cli_bad_cases_one_line_exit_2(tmp_path, capsys, text, why):
+    from npu_sim.cli import main
+    p = tmp_path / "case.json"
+    p.write_text(text)
+    assert main(["supported-ops", str(p)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and why in err[0]
+    bad = tmp_path / "cases.jsonl"
+    bad.write_text(text + "\n")
+    if "JSON" in why:
+        assert main(["nnapi-cts", str(bad)]) == 2
+
+
+def test_cli_cts_json_and_table(tmp_path, capsys):
+    from npu_sim.cli import main
+    r = tmp_path / "r.json"
+    assert main(["nnapi-cts", str(SAMPLE), "--json", str(r)]) == 0
+    rows = json.loads(r.read_text())
+    assert len(rows) == len(_cases()) and set(rows[0]) == {"case", "file", "status", "message"}
+    assert "CONV_2D" in capsys.readouterr().out
+
+
+def test_sustained_speed_runs_back_to_back_pairs(device):
+    model = _conv_model()
+    _, sustained = device.prepareModel(model, ExecutionPreference.SUSTAINED_SPEED)
+    _, fast = device.prepareModel(model, ExecutionPreference.FAST_SINGLE_ANSWER)
+    rng = np.random.default_rng(3)
+    xs = [rng.integers(0, 256, (1, 8, 8, 4)).astype(np.uint8) for _ in range(2)]
+    r = device.execute_concurrent([(sustained, Request([x]), MeasureTiming.YES) for x in xs])
+    for x, (status, _, _, outs) in zip(xs, r):
+        assert status == ErrorStatus.NONE
+        assert np.array_equal(outs[0], fast.execute(Request([x]))[3][0])
