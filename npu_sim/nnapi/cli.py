@@ -10,11 +10,21 @@ from ..paths import why_unreadable
 from .hal import FLT_MAX, ExecutionPreference
 
 
-def load_model(path: str):
-    """An NNAPI model from a .tflite (mapped as the NNAPI delegate does) or a JSON case."""
+def load_model(path: str, case_name: str | None = None):
+    """An NNAPI model from a .tflite (mapped as the NNAPI delegate does), a JSON case, or the
+    case named `case_name` of a CTS .jsonl[.gz] file."""
     why = why_unreadable(path)
     if why:
         raise InputError(f"{path}: {why}")
+    if path.lower().endswith((".jsonl", ".jsonl.gz")):
+        from npu_sim.compiler.frontends.nnapi.model import model_from_dict
+        from .cts import read_cases
+        if not case_name:
+            raise InputError(f"{path}: name the case with --case NAME")
+        for _, case in read_cases(path):
+            if case.get("name") == case_name:
+                return model_from_dict(case, path)
+        raise InputError(f"{path}: no case named {case_name!r}")
     if path.lower().endswith(".tflite"):
         try:
             import tflite  # noqa: F401
@@ -28,7 +38,8 @@ def load_model(path: str):
             except ModelError as exc:
                 raise ModelError(f"{path}: {exc}") from None
     if not path.lower().endswith(".json"):
-        raise InputError(f"{path}: expected a .tflite model or a .json NNAPI case")
+        raise InputError(f"{path}: expected a .tflite model, a .json NNAPI case or a "
+                         ".jsonl[.gz] CTS file with --case")
     from npu_sim.compiler.frontends.nnapi.model import model_from_dict
     try:
         with open(path, encoding="utf-8") as f:
@@ -38,8 +49,13 @@ def load_model(path: str):
     return model_from_dict(case, path)
 
 
+def _config(name, sets=None):
+    from ..config import load_config, parse_overrides
+    cfg = load_config(name)
+    return cfg.with_overrides(parse_overrides(sets)) if sets else cfg
+
+
 def _device(args):
-    from npu_sim.cli import _config
     from .device import Device
     return Device(_config(args.config, getattr(args, "set", None)))
 
@@ -68,9 +84,13 @@ def cmd_capabilities(args) -> int:
 
 
 def cmd_supported_ops(args) -> int:
-    model = load_model(args.model)
-    verdicts = _device(args).supported_operations(model)      # ModelError: INVALID_ARGUMENT
+    model = load_model(args.model, args.case)
+    try:
+        verdicts = _device(args).supported_operations(model)
+    except ModelError as exc:
+        raise ModelError(f"{args.model}: INVALID_ARGUMENT: {exc}") from None
     for i, (op, (ok, why)) in enumerate(zip(model.main.operations, verdicts)):
+        why = why.removeprefix(f"operation #{i} {op.type.name}: ")
         print(f"  #{i:<3} {op.type.name:<28} {'supported' if ok else 'unsupported'}"
               f"{'  ' + why if why else ''}")
     print(f"{sum(ok for ok, _ in verdicts)} of {len(verdicts)} operations supported")
@@ -81,8 +101,7 @@ def cmd_cts(args) -> int:
     from . import cts
     if args.jobs < 1:
         raise InputError(f"-j {args.jobs}: expected at least 1")
-    from npu_sim.cli import _config
-    _config(args.config, None)                      # a bad config fails before any case runs
+    _config(args.config)                      # a bad config fails before any case runs
     results = cts.run_files(args.files, args.config, args.jobs)
     if args.json:
         from ..cli_files import Staged
@@ -136,7 +155,8 @@ def add_parser(sub) -> None:
     c.add_argument("--json", action="store_true", help="types.spec's field names, as JSON")
     c.set_defaults(func=cmd_capabilities)
     s = sub.add_parser("supported-ops", help="getSupportedOperations of a .tflite or NNAPI case")
-    s.add_argument("model", help=".tflite model or .json NNAPI case")
+    s.add_argument("model", help=".tflite model, .json NNAPI case, or CTS .jsonl[.gz] with --case")
+    s.add_argument("--case", metavar="NAME", help="the case of a CTS file")
     s.add_argument("--config", help="preset name or YAML path (default: default)")
     s.set_defaults(func=cmd_supported_ops)
     n = sub.add_parser("nnapi-cts", help="run NNAPI CTS cases (.jsonl or .jsonl.gz)")
