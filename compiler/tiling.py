@@ -20,6 +20,7 @@ from .allocate import align
 
 NEAR_BEST = 1.01
 PADDING_SHARE = 0.25
+TILE_WASTE = 4.0
 Box = tuple[tuple[int, int], ...]          # (start, size) per tensor dim
 Tile = dict[str, tuple[int, int]]           # dim -> (start, size)
 
@@ -221,6 +222,7 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
     sizes of its tiles for searches of the same shapes (see _candidates)."""
     boxes = {} if boxes is None else boxes
     best = []                                  # per level searched, its choice
+    whole = space.work(space.dims)             # the layer as one tile
     for level in range(max(space.levels.values(), default=0) + 1):
         if candidates is None or level not in candidates:
             plans = _candidates(space, level, tile_overhead, boxes)
@@ -241,7 +243,12 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
             # The preferred dims alone can leave boxes of runs shorter than a burst (a
             # MATMUL's weight columns): a plan that spends over PADDING_SHARE of its time
             # moving burst padding also tries the next level, which may take whole rows.
-            if best[-1].padding <= best[-1].cost * PADDING_SHARE:
+            # So does one whose tiles are too small for the array: when they compute in more
+            # than TILE_WASTE times the whole layer's cycles (each paying the array's preload
+            # and fill for a few rows), the next level's splits (the reduction's, partial sums
+            # on chip) may give it tiles of all rows.
+            if best[-1].padding <= best[-1].cost * PADDING_SHARE and \
+                    best[-1].n_tiles * space.work(best[-1].sizes) <= TILE_WASTE * whole:
                 break
     if not best:
         return None
