@@ -12,6 +12,7 @@ from npu_sim.isa.dtypes import STORAGE
 from .ir import Graph
 from .lowering import FOLDS
 
+
 def fold_constants(graph: Graph) -> int:
     """Fold layout ops on constants in place; returns how many were folded."""
     folded, keep = 0, []
@@ -20,8 +21,9 @@ def fold_constants(graph: Graph) -> int:
         if op.op in FOLDS and data_inputs and not op.is_variable_access \
                 and all(graph.tensors[n].is_const for n in op.inputs):
             out = graph.tensors[op.outputs[0]]
-            if out.name not in graph.outputs:
-                out.data = np.ascontiguousarray(FOLDS[op.op](graph, op), dtype=STORAGE[out.dtype])
+            value = FOLDS[op.op](graph, op) if out.name not in graph.outputs else None
+            if value is not None:              # None: the fold declines (a rounding CAST)
+                out.data = np.ascontiguousarray(value, dtype=STORAGE[out.dtype])
                 folded += 1
                 continue
         keep.append(op)

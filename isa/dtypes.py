@@ -100,3 +100,20 @@ def as_npy(array: np.ndarray) -> np.ndarray:
         if array.dtype == STORAGE[name]:
             return np.ascontiguousarray(array).view(forms[0])
     return array
+
+
+def fill_word(value, dtype: str) -> int:
+    """The integer a DmaFill carries for one element of `dtype`: the value itself for integer
+    and bool types, the element's bit pattern for float types (a fill writes bits)."""
+    if DTYPES[dtype].kind != "float":
+        return int(value)
+    element = np.asarray(value).astype(STORAGE[dtype]).reshape(1)
+    return int(element.view(f"u{element.itemsize}")[0])
+
+
+def fill_element(word: int, dtype: str) -> np.ndarray:
+    """The element a DmaFill's word stands for (fill_word inverted)."""
+    storage = STORAGE[dtype]
+    if DTYPES[dtype].kind != "float":
+        return np.array(word).astype(storage)
+    return np.array(word, dtype=f"u{storage.itemsize}").view(storage)

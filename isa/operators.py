@@ -103,6 +103,14 @@ _ROWS = [
         op_class="table"),
     *(_op(name, "elementwise", "vector", ("input1",), "elementwise", op_class="add",
           fp="fp_add" if name == "ABS" else ()) for name in ("ABS", "BITWISE_NOT", "CLZ", "LOGICAL_NOT")),
+    # PRO-FP only: the float passes of the vector unit (POW: exp2(y * log2(x)), two passes of
+    # the special-function path and a multiply; CEIL/FLOOR round to integral on the adder)
+    _op("POW", "elementwise", "vector", _BINARY, "elementwise",
+        fp=("fp_special", "fp_special", "fp_multiply")),
+    *(_op(name, "elementwise", "vector", ("input1",), "elementwise", fp="fp_add")
+      for name in ("CEIL", "FLOOR")),
+    *(_op(name, "elementwise", "vector", ("input1",), "elementwise", fp="fp_special")
+      for name in ("EXP", "LOG", "RECIPROCAL", "RSQRT", "SIN", "COS", "ERF", "SIGMOID", "TANH")),
     _op("NEGATE", "elementwise", "vector", ("input1", "input1_zp:attr", "output_zp:attr"),
         "elementwise", op_class="add", fp="fp_add"),
     _op("SELECT", "elementwise", "vector", ("input1", "input2", "input3"), "elementwise",
@@ -110,6 +118,7 @@ _ROWS = [
     # reductions, data layout, scatter/gather and image operators
     *(_op(f"REDUCE_{fn}", "data_layout", "vector", ("input",), "reduce", op_class="add",
           fp="fp_add" if fn in ("MAX", "MIN", "SUM") else ()) for fn in ("ALL", "ANY", "MAX", "MIN", "SUM")),
+    _op("REDUCE_PRODUCT", "data_layout", "vector", ("input",), "reduce", fp="fp_multiply"),
     _op("CONCAT", "data_layout", "dma", variadic=True),
     _op("PAD", "data_layout", "dma", ("input1", "padding:attr", "pad_const:attr")),
     _op("RESHAPE", "data_layout", "alias", ("input1", "shape:attr")),

@@ -6,7 +6,7 @@ objective next to latency and energy:
     macs     rows·cols · Σ area.mac_mm2[d] over mac_array.dtypes   (int8 is the MAC itself;
                                                                     int16/int4 are add-ons)
     sram     size in KiB · sram_mm2_per_kib + banks · sram_bank_overhead_mm2
-    vector   lanes · vector_lane_mm2
+    vector   lanes · (vector_lane_mm2 + vector_fp_lane_mm2 with PRO-FP)
     dma      channels · dma_channel_mm2
     fixed    fixed_mm2
 
@@ -33,7 +33,7 @@ def area_mm2(config: HardwareConfig) -> dict[str, float]:
     parts = {
         "mac_array": mac.rows * mac.cols * sum(a.mac_mm2[d] for d in mac.dtypes),
         "sram": config.sram.size / 1024 * a.sram_mm2_per_kib + config.sram.banks * a.sram_bank_overhead_mm2,
-        "vector_unit": config.vector_unit.lanes * a.vector_lane_mm2,
+        "vector_unit": config.vector_unit.lanes * (a.vector_lane_mm2 + a.vector_fp_lane_mm2),
         "dma": config.dma.channels * a.dma_channel_mm2,
         "fixed": a.fixed_mm2,
     }

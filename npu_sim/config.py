@@ -69,7 +69,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "schedule.room_slack": (1, 16),
     "operating_points.*.clock_mhz": (1, 10_000), "operating_points.*.voltage_scale": (0.3, 1.5),
     "area.mac_mm2.*": (0, 1), "area.sram_mm2_per_kib": (0, 1), "area.sram_bank_overhead_mm2": (0, 100),
-    "area.vector_lane_mm2": (0, 10), "area.dma_channel_mm2": (0, 100), "area.fixed_mm2": (0, 10_000),
+    "area.vector_lane_mm2": (0, 10), "area.vector_fp_lane_mm2": (0, 10), "area.dma_channel_mm2": (0, 100), "area.fixed_mm2": (0, 10_000),
 }
 MAX_MACS = 1 << 20  # rows x cols
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
@@ -202,6 +202,7 @@ class AreaConfig:
     vector_lane_mm2: float
     dma_channel_mm2: float
     fixed_mm2: float  # control, command queue, interconnect
+    vector_fp_lane_mm2: float = 0.0  # PRO-FP: each lane's fp32 adder, multiplier and its share of the SFU
 
     def __hash__(self) -> int:
         return hash(json.dumps(_plain(self), sort_keys=True))
@@ -559,12 +560,17 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
     if "area" in top:
         area_keys = ("mac_mm2", "sram_mm2_per_kib", "sram_bank_overhead_mm2", "vector_lane_mm2",
                      "dma_channel_mm2", "fixed_mm2")
-        a = c.section(top["area"], "area", area_keys)
+        fp = "PRO-FP" in tosa.profiles
+        a = c.section(top["area"], "area", area_keys + ("vector_fp_lane_mm2",), ("vector_fp_lane_mm2",))
+        if fp and "vector_fp_lane_mm2" not in a:
+            raise c.fail("area.vector_fp_lane_mm2", "missing entry for the float lanes (tosa.profiles has PRO-FP)")
         # Figures for dtypes the array lacks may stay (handy when a sweep toggles dtypes).
         am = c.section(a["mac_mm2"], "area.mac_mm2", MAC_DTYPES, tuple(t for t in MAC_DTYPES if t not in mac.dtypes),
                        missing="missing entry for a dtype in mac_array.dtypes")
         area = AreaConfig(mac_mm2={k: num(am[k], f"area.mac_mm2.{k}", zero_ok=True) for k in MAC_DTYPES if k in am},
-                          **{k: num(a[k], f"area.{k}", zero_ok=True) for k in area_keys[1:]})
+                          **{k: num(a[k], f"area.{k}", zero_ok=True) for k in area_keys[1:]},
+                          vector_fp_lane_mm2=num(a.get("vector_fp_lane_mm2", 0), "area.vector_fp_lane_mm2",
+                                                 zero_ok=True))
 
     keys = tuple(f.name for f in fields(ScheduleConfig))
     s = c.section(top.get("schedule", {}), "schedule", keys, keys)

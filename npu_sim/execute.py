@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from npu_sim.isa.commands import Compute, DmaCopy, DmaFill
-from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.dtypes import fill_element
 
 from . import datapath as dp
 from .hostcpu import run_host_op
@@ -64,7 +64,7 @@ def execute(cmd, mem: Memories) -> int:
         mem.array(cmd.dst)[...] = mem.array(cmd.src)
     elif isinstance(cmd, DmaFill):
         dst = mem.array(cmd.dst)
-        dst[...] = np.array(cmd.value).astype(STORAGE[cmd.dst.dtype])
+        dst[...] = fill_element(cmd.value, cmd.dst.dtype)
     elif isinstance(cmd, Compute):
         x = {k: mem.array(v) for k, v in cmd.inputs.items()}
         outs = {k: mem.array(v) for k, v in cmd.outputs.items()}

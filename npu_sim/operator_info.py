@@ -99,7 +99,8 @@ def describe(name: str) -> str:
         "a list of tensors" if row.variadic else "none")
     lines = [f"{key}  family {row.family}, runs on {row.engine}"
              + (f" as opcode {row.opcode}" if row.opcode else "")
-             + (f", vector op class {row.op_class}" if row.op_class else ""),
+             + (f", vector op class {row.op_class}" if row.op_class else "")
+             + (f", float passes {'+'.join(row.fp_class)}" if row.fp_class else ""),
              f"  operands   {operands}",
              f"  dtypes     {_dtypes(SPECS.get(key))}"]
     lines += [f"  {what:<34} {where}" for what, where in entries(key)]

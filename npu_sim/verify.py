@@ -29,10 +29,12 @@ _ATTR_TYPES = {
     "out_pad_top": INT, "out_pad_left": INT, "axis": INT,
     "scale32": BOOL, "per_channel": BOOL,
     "acc_dtype": STR, "rounding_mode": STR, "fn": STR, "mode": STR, "program": STR, "tosa_op": STR,
+    "nan_mode": STR,
 }
-_CHOICES = {"acc_dtype": ("int32", "int48"), "rounding_mode": ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"),
-            "fn": ("REDUCE_SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ALL", "REDUCE_ANY"),
-            "mode": ("NEAREST", "BILINEAR")}
+_CHOICES = {"acc_dtype": ("int32", "int48", "fp16", "fp32"),
+            "rounding_mode": ("SINGLE_ROUND", "INEXACT_ROUND", "DOUBLE_ROUND"),
+            "fn": ("REDUCE_SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_ALL", "REDUCE_ANY", "REDUCE_PRODUCT"),
+            "mode": ("NEAREST", "BILINEAR"), "nan_mode": ("PROPAGATE", "IGNORE")}
 _CONV = ("pad", "stride", "dilation", "input_zp", "weight_zp", "acc_dtype")
 # What the kernels index without a default (npu_sim/execute.py), with tuple lengths.
 _REQUIRED = {

@@ -9,6 +9,7 @@ within the spec's bounds of it. Neither ever produces a result npu-sim reports.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import tempfile
 from pathlib import Path
@@ -18,16 +19,13 @@ import tosa_reference_model
 from checker.verifier import VerifierLibrary
 
 from npu_sim.isa.dtypes import as_npy
-from oracle import _BINARY, ref_npy
+from oracle import _BINARY, DType, ref_npy
 
 _LIB = Path(tosa_reference_model.__file__).parent / "libtosa_reference_verify_lib.so"
 _VERIFIER: VerifierLibrary | None = None
 
-# Compliance modes of Arm's generator, by operator (its desc.json meta.compliance): ULP with
-# the spec's bound, ABS_ERROR (bounds tensor from the reference model), DOT_PRODUCT, ...
-ULP = {"ADD": 0.5, "SUB": 0.5, "MUL": 0.5, "CEIL": 0.5, "FLOOR": 0.5, "RECIPROCAL": 1,
-       "RSQRT": 2, "ERF": 5}
-BF16_ULP = {"ADD": 1, "SUB": 1, "MUL": 1}
+_BOUNDS_MODES = ("ABS_ERROR", "DOT_PRODUCT", "FP_SPECIAL", "PRECOMPUTED")
+_FRAC = {"fp32": 23, "fp16": 10, "bf16": 7, "fp8e4m3": 3, "fp8e5m2": 2}
 
 
 def verifier() -> VerifierLibrary:
@@ -73,31 +71,72 @@ def reference(tosa: bytes, inputs: dict, outputs: dict, compliance: dict, bounds
         return out
 
 
-def compliance_entry(op: str, dtype: str, shape, **info) -> dict:
-    """The compliance entry Arm's generator gives `op`'s output of TOSA type `dtype`."""
-    entry = {"data_type": tosa_type(dtype), "shape": [int(s) for s in shape]}
-    if info:
-        entry.update(info)
-    elif dtype in ("bool",) or dtype.startswith("int"):
+def _rules(op: str) -> dict:
+    """Arm's generator's compliance rules for `op` (its TOSA_OP_LIST entry)."""
+    from generator.tosa_test_gen import TosaTestGen
+    ops = TosaTestGen.TOSA_OP_LIST
+    return (ops.get(op.lower()) or ops.get(f"{op.lower()}_TEMPLATE", {})).get("compliance") or {}
+
+
+def _per_type(value, dtype: str):
+    return value[getattr(DType, dtype.upper())] if isinstance(value, dict) else value
+
+
+def compliance_entry(op: str, dtype: str, shape, in_dtype: str = "", terms: int = 0,
+                     acc: str = "") -> dict:
+    """The compliance entry Arm's generator gives `op`'s output of TOSA type `dtype` (the
+    generator's own rules; data set s = -1 for the dot-product operators, whose `terms` is the
+    number of products per output and `acc` the accumulator type)."""
+    in_dtype = in_dtype or dtype
+    entry = {"data_type": dtype.upper(), "shape": [int(s) for s in shape]}
+    rules = _rules(op)
+    if dtype == "bool" or dtype.startswith("int"):
         entry["mode"] = "EXACT"
-    elif op in ULP:
-        bound = BF16_ULP.get(op, ULP[op]) if dtype == "bf16" else ULP[op]
-        entry.update(mode="ULP", ulp_info={"ulp": bound})
+    elif op in ("REDUCE_SUM", "AVG_POOL2D"):
+        # the generator's kernel-size bound: terms shrunk by the accumulator's extra precision
+        ksb = math.ceil(terms / 2 ** ((_FRAC[acc or dtype] - _FRAC[dtype]) / 2))
+        entry.update(mode="DOT_PRODUCT", dot_product_info={
+            "s": -1, "ksb": ksb, "abs_bound": 2 * (3 if in_dtype == "fp32" else 1) * ksb,
+            "variance_error_bound": 4 * 0.4 * ksb})
+    elif op == "REDUCE_PRODUCT":
+        entry.update(mode="REDUCE_PRODUCT", reduce_product_info={"n": int(terms)})
+    elif op == "RESIZE":
+        top = float(np.finfo(np.float32).max) if dtype != "fp16" else 65504.0
+        entry.update(mode="MAX_RELATIVE", max_relative_info={
+            "max": top, "scale": rules["relative_scale"], "ulp_bound": rules["relative_ulp_bound"]})
+    elif rules.get("precomputed_mode"):
+        entry["mode"] = "PRECOMPUTED"
+    elif "ulp" in rules:
+        info = {"ulp": _per_type(rules["ulp"], dtype)}
+        if "ulp_lower" in rules:
+            info["ulp_lower"] = rules["ulp_lower"]
+        entry.update(mode="ULP", ulp_info=info)
+    elif rules.get("abs_error_mode"):
+        info = {}
+        for key, name in (("abs_error_lower_bound", "lower_bound"),
+                          ("abs_error_base_bounds", "base_bound"),
+                          ("abs_error_bound_as_magnitude", "bound_as_magnitude"),
+                          ("abs_error_normal_divisor", "normal_divisor"),
+                          ("abs_error_max_compare", "max_compare")):
+            if key in rules:
+                info[name] = _per_type(rules[key], in_dtype)
+        entry.update(mode="ABS_ERROR", **({"abs_error_info": info} if info else {}))
     else:
         entry["mode"] = "EXACT"
     return entry
 
 
 def needs_bounds(entry: dict) -> bool:
-    return entry["mode"] in ("ABS_ERROR", "DOT_PRODUCT", "FP_SPECIAL")
+    return entry["mode"] in _BOUNDS_MODES
 
 
 def verdict(name: str, entry: dict, imp: np.ndarray, ref: np.ndarray, bnd) -> bool:
     """Arm's compliance checker on one output (imp in npu-sim's storage dtype)."""
+    integer = np.asarray(imp).dtype.kind in "biu"      # int and bool types: refs in their type
     imp = np.ascontiguousarray(as_npy(imp))
     ref = np.ascontiguousarray(ref)
-    if entry["mode"] == "EXACT" and ref.dtype != imp.dtype:
-        ref = ref.astype(imp.dtype) if imp.dtype.kind in "biu" else ref
+    if integer and ref.dtype != imp.dtype:
+        ref = ref.astype(imp.dtype)
     bnd = None if bnd is None else np.ascontiguousarray(bnd)
     cfg = {"version": "1.2", "tensors": {name: entry}}
     return bool(verifier().verify_data(name, cfg, imp, ref, bnd))

@@ -217,14 +217,14 @@ def test_odd_model_paths_are_named(capsys, tmp_path, kind, needle):
 def test_unsupported_dtype_is_not_called_corrupt(capsys, tmp_path):
     from oracle import DType, GraphBuilder
     g = GraphBuilder()
-    x = g.tensor((1, 4), DType.FP32)
-    out = g.output((1, 4), DType.FP32)
+    x = g.tensor((1, 4), DType.INT64)          # a TOSA 1.1 draft type
+    out = g.output((1, 4), DType.INT64)
     g.op("ABS", [x], [out])
-    path = tmp_path / "fp32.tosa"
+    path = tmp_path / "int64.tosa"
     path.write_bytes(g.serialize())
     rc, err = _run(capsys, "run", path, "--output-dir", tmp_path / "out")
     _one_line(rc, err, "unsupported")
-    assert "corrupt" not in err and "FP32" in err
+    assert "corrupt" not in err and "INT64" in err
 
 
 def test_large_file_without_magic_is_refused_from_its_head(capsys, tmp_path):

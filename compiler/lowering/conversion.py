@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.dtypes import DTYPES, STORAGE
 
 from ..ir import Graph, Operator
 from .common import FOLDS, MICRO_ATTRS, const_int, operand
@@ -23,6 +23,8 @@ def rescale(graph: Graph, op: Operator) -> dict:
 @FOLDS.register("CAST")
 def fold_cast(graph: Graph, op: Operator) -> np.ndarray:
     x, out = graph.const(op.inputs[0]), graph.tensors[op.outputs[0]]
+    if "float" in (DTYPES[out.dtype].kind, DTYPES[graph.tensors[op.inputs[0]].dtype].kind):
+        return None        # a float conversion rounds: it is arithmetic, run on the vector unit
     if out.dtype == "bool":
         return x != 0
     return x.astype(np.int64).astype(STORAGE[out.dtype])   # narrowing truncates, as TOSA

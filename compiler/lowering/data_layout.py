@@ -8,21 +8,29 @@ from __future__ import annotations
 import numpy as np
 
 from npu_sim.isa.commands import TensorView
+from npu_sim.isa.dtypes import DTYPES, fill_word
 
 from ..ir import itemsize
 from ..steps import Step
 from ..tiling import TileSpace
-from .common import DMA_MOVES, FOLDS, TILE_SPACES, Context, const_int, const_ints
+from .common import DMA_MOVES, FOLDS, TILE_SPACES, Context, const_ints
 
 
 def _dims(shape):
     return {f"d{i}": s for i, s in enumerate(shape)}
 
 
-@TILE_SPACES.register("REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_SUM")
+@TILE_SPACES.register("REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_SUM",
+                       "REDUCE_PRODUCT")
 def reduction(step: Step, ctx: Context):
     g, op = ctx.graph, step.main
     shape = g.tensors[op.inputs[0]].shape
+    attrs = {"fn": op.op, "axis": op.attrs["axis"]}
+    acc = g.tensors[step.output].dtype
+    if DTYPES[acc].kind == "float":
+        attrs["nan_mode"] = op.attrs.get("nan_mode", "PROPAGATE")
+        if op.op in ("REDUCE_SUM", "REDUCE_PRODUCT"):
+            acc = attrs["acc_dtype"] = "fp32"      # a split sum carries fp32 partials
     axis = op.attrs["axis"]
     dims = _dims(shape)
     names = list(dims)
@@ -33,9 +41,9 @@ def reduction(step: Step, ctx: Context):
         inputs=[ctx.operand("in0", op.inputs[0], tuple(names), lambda t: tuple(t[d] for d in names))],
         output=ctx.operand("out", step.output, tuple(d for d in names if d != red),
                            lambda t: tuple((0, 1) if d == red else t[d] for d in names)),
-        reduction=red, acc_itemsize=itemsize(g.tensors[step.output].dtype),
+        reduction=red, acc_itemsize=itemsize(acc),
         work=lambda s: ctx.vector_work(*s.values()))
-    return space, "reduce", {"fn": op.op, "axis": axis}
+    return space, "reduce", attrs
 
 
 @TILE_SPACES.register("RESIZE")
@@ -104,7 +112,8 @@ def concat(low, step: Step):
 def pad(low, step: Step):
     g, op = low.g, step.main
     pads = const_ints(g, op.inputs[1])
-    low.fill(low.p.view(step.output), const_int(g, op.inputs[2]))
+    pad_const = np.asarray(g.const(op.inputs[2])).reshape(-1)[0]
+    low.fill(low.p.view(step.output), fill_word(pad_const, g.tensors[step.output].dtype))
     box = tuple((pads[2 * i], n) for i, n in enumerate(g.tensors[op.inputs[0]].shape))
     low.copy(low.p.view(op.inputs[0]), low.p.view(step.output, box))
 

@@ -21,7 +21,8 @@ from .common import MICRO_ATTRS, TILE_SPACES, Context, const_int, operand
                       "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_LEFT_SHIFT",
                       "LOGICAL_RIGHT_SHIFT", "EQUAL", "GREATER",
                       "GREATER_EQUAL", "ABS", "BITWISE_NOT", "CLZ", "LOGICAL_NOT", "SELECT",
-                      "TABLE")
+                      "TABLE", "POW", "CEIL", "FLOOR", "EXP", "LOG", "RECIPROCAL", "RSQRT", "SIN",
+                      "COS", "ERF", "SIGMOID", "TANH")
 def no_attributes(graph: Graph, op: Operator) -> dict:
     return {}
 

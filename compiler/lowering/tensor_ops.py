@@ -4,6 +4,7 @@ are in tensor coordinates, per-tile attributes (tile-local padding, origins) com
 TileSpace.attrs (see compiler/tiling.py for the search)."""
 from __future__ import annotations
 
+from npu_sim.isa.dtypes import DTYPES
 from npu_sim.isa.opcodes import mac_problem
 
 from ..steps import Step, stage_table_name
@@ -200,6 +201,8 @@ def pool2d(step: Step, ctx: Context):
         attrs=lambda t: {"pad": win.pad(t)},
         work=lambda s: ctx.vector_work(s["n"], s["oh"], s["ow"], s["c"], ky, kx))
     attrs = {"kernel": (ky, kx), "stride": tuple(op.attrs["stride"])}
+    if DTYPES[g.tensors[op.inputs[0]].dtype].kind == "float" and op.op == "MAX_POOL2D":
+        attrs["nan_mode"] = op.attrs.get("nan_mode", "PROPAGATE")
     if op.op == "AVG_POOL2D":
         attrs.update(input_zp=const_int(g, operand(op, "input_zp")),
                      output_zp=const_int(g, operand(op, "output_zp")))
@@ -224,4 +227,6 @@ def argmax(step: Step, ctx: Context):
         output=ctx.operand("out", step.output, tuple(out_names),
                            lambda t: tuple(t[d] for d in out_names)),
         work=lambda s: ctx.vector_work(shape[axis], *s.values()))
-    return space, "argmax", {"axis": axis}
+    nan = ({"nan_mode": op.attrs.get("nan_mode", "PROPAGATE")}
+           if DTYPES[g.tensors[op.inputs[0]].dtype].kind == "float" else {})
+    return space, "argmax", {"axis": axis, **nan}

@@ -21,16 +21,24 @@ def const(ctx: OpContext) -> None:
                  f"needs {expected}", "shape(values) != shape(output)", tensor.name)
 
 
+def _variable_type(ctx: OpContext, t, what: str) -> None:
+    """EXT-VARIABLE's types: int8, and fp16/fp32 with PRO-FP ([SPEC] tosa.xml VARIABLE rows)."""
+    if t.dtype in ("fp16", "fp32"):
+        ctx.need_extension("PRO-FP", f"a {t.dtype} variable")
+    elif t.dtype != "int8":
+        allowed = "int8, fp16, fp32" if ctx.cfg.has("PRO-FP") else "int8"
+        ctx.fail(f"{what} '{t.name}' is {t.dtype}; EXT-VARIABLE supports {allowed}",
+                 "data types not in the Supported Data Types of VARIABLE_READ/WRITE (WrongInputType)",
+                 t.name)
+
+
 def _variable_access(ctx: OpContext, names) -> None:
     tensors = [ctx.graph.tensors[n] for n in names if n in ctx.graph.tensors]
     if not any(t.variable for t in tensors):
         return
     ctx.need_extension("EXT-VARIABLE", "a variable tensor access")
     for t in tensors:
-        if t.dtype != "int8":
-            ctx.fail(f"variable access on '{t.name}' of type {t.dtype}; EXT-VARIABLE supports int8",
-                     "data types not in the Supported Data Types of VARIABLE_READ/WRITE (WrongInputType)",
-                     t.name)
+        _variable_type(ctx, t, "variable access on")
 
 
 @check("IDENTITY")
@@ -46,10 +54,7 @@ def variable(ctx: OpContext) -> None:
         if name not in ctx.graph.tensors:
             ctx.fail(f"names tensor '{name}', which the graph does not declare",
                      "operator operand is not a tensor of the graph", name)
-        t = ctx.graph.tensors[name]
-        if t.dtype != "int8":
-            ctx.fail(f"'{name}' is {t.dtype}; {ctx.op.op} supports int8",
-                     f"data types not in the Supported Data Types of {ctx.op.op} (WrongInputType)", name)
+        _variable_type(ctx, ctx.graph.tensors[name], ctx.op.op)
 
 
 # ---- control flow ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from .registry import axis_in_range, check, exact_output, no_extra_rules
 check("GATHER", "SCATTER")(no_extra_rules)      # N, K, W, C agree: checked by the argument table
 
 
-@check("REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_SUM")
+@check("REDUCE_ALL", "REDUCE_ANY", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_SUM", "REDUCE_PRODUCT")
 def reduction(ctx: OpContext) -> None:
     shape1, shape = ctx.shape("input"), ctx.shape("output")
     axis = ctx.attr_int("axis")

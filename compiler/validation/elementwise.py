@@ -1,15 +1,17 @@
-"""Activation and elementwise operators: CLAMP, the binary/unary/ternary/comparison families,
-MUL, TABLE and NEGATE ([SPEC] pseudocode/operators/<OP>.tosac)."""
+"""Activation and elementwise operators: CLAMP, the binary/unary/ternary/comparison families
+(the PRO-FP ones included: POW, CEIL, FLOOR, EXP, LOG, RECIPROCAL, RSQRT, SIN, COS, ERF,
+SIGMOID, TANH), MUL, TABLE and NEGATE ([SPEC] pseudocode/operators/<OP>.tosac)."""
 from __future__ import annotations
 
 from .context import OpContext
 from .registry import broadcast, check, no_extra_rules, zero_point
 
-_BINARY = ("ADD", "SUB", "ARITHMETIC_RIGHT_SHIFT", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR",
+_BINARY = ("ADD", "SUB", "POW", "ARITHMETIC_RIGHT_SHIFT", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR",
            "INTDIV", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_LEFT_SHIFT",
            "LOGICAL_RIGHT_SHIFT", "MAXIMUM", "MINIMUM", "EQUAL", "GREATER", "GREATER_EQUAL")
 
-check("ABS", "BITWISE_NOT", "CLZ", "LOGICAL_NOT")(no_extra_rules)
+check("ABS", "BITWISE_NOT", "CLZ", "LOGICAL_NOT", "CEIL", "FLOOR", "EXP", "LOG", "RECIPROCAL",
+      "RSQRT", "SIN", "COS", "ERF", "SIGMOID", "TANH")(no_extra_rules)
 
 
 @check(*_BINARY)

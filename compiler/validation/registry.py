@@ -6,6 +6,8 @@ pseudocode. Control-flow and variable operators have no `Spec`; their function d
 """
 from __future__ import annotations
 
+import numpy as np
+
 from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.registry import Registry
 
@@ -18,8 +20,9 @@ check = CHECKS.register
 # ---- helpers shared by several families --------------------------------------------------------
 
 def zero_point(ctx: OpContext, arg: str, dtype: str, type_var: str) -> None:
-    """ERROR_IF(!is_same<T,i8_t>() && zp != 0)."""
-    value = ctx.scalar(arg)
+    """ERROR_IF(!is_same<T,i8_t>() && zp != 0) (a float zero point is read as a float)."""
+    data = ctx.tensor(arg).data
+    value = None if data is None or np.asarray(data).size == 0 else np.asarray(data).reshape(-1)[0].item()
     if value is not None and dtype != "int8" and value != 0:
         ctx.fail(f"{arg} is {value}; a zero point must be 0 unless {type_var} is int8 (here {dtype})",
                  f"!is_same<{type_var},i8_t>() && {arg} != 0", ctx.name(arg))

@@ -113,25 +113,48 @@ def _reduce(rows):
 
 _I8_16_32 = _rows("in_out_t", I8, I16, I32)
 _I32 = _rows("in_out_t", I32)
-_I32_FP = _rows("in_out_t", I32, **{PRO_FP: (FP16, FP32), "EXT-BF16": (BF16,)})
 _FP = {PRO_FP: (FP16, FP32), "EXT-BF16": (BF16,)}                 # PRO-FP's float rows
 _FP_ALL = {**_FP, "EXT-FP8E4M3": (FP8E4M3,), "EXT-FP8E5M2": (FP8E5M2,)}   # ... with fp8
+_I32_FP = _rows("in_out_t", I32, **_FP)
+_FP_ONLY = _rows("in_out_t", **_FP)
+_I8_16_32_FP = _rows("in_out_t", I8, I16, I32, **_FP)
+_LAYOUT_FP = _rows("in_out_t", BOOL, I8, I16, I32, **_FP_ALL)
+
+
+def _fp_rows(var: str, exts=_FP, **other):
+    """One row per float type of `exts` for type variable `var` (plus fixed `other` types)."""
+    return tuple(R(ext, **{var: d}, **other) for ext, ds in exts.items() for d in ds)
 _BOOL = _rows("in_out_t", BOOL)
 _LAYOUT = _rows("in_out_t", BOOL, I8, I16, I32)
-_CMP = (R(in_t=I32, out_t=BOOL),)
+_CMP = (R(in_t=I32, out_t=BOOL),) + _fp_rows("in_t", out_t=BOOL)
 _GATHER_ROWS = tuple(R(in_out_t=d, index_t=I32) for d in (I8, I16, I32)) + (
-    R(TOSA_1_1, in_out_t=BOOL, index_t=I32),)     # bool GATHER/SCATTER: version_added="1.1"
+    R(TOSA_1_1, in_out_t=BOOL, index_t=I32),) + _fp_rows("in_out_t", _FP_ALL, index_t=I32)     # bool GATHER/SCATTER: version_added="1.1"
+
+# CAST's float rows, by the extension (or profile) each needs ([SPEC] tosa.xml CAST)
+_FP_CASTS = {
+    PRO_FP: [(i, f) for i in (I8, I16, I32) for f in (FP16, FP32)]
+    + [(f, i) for f in (FP16, FP32) for i in (I8, I16, I32)] + [(FP16, FP32), (FP32, FP16)],
+    "EXT-BF16": [(i, BF16) for i in (I8, I16, I32)] + [(BF16, i) for i in (I8, I16, I32)]
+    + [(BF16, FP8E4M3), (BF16, FP8E5M2), (BF16, FP32), (FP32, BF16)],
+    "EXT-FP8E4M3": [(FP8E4M3, f) for f in (FP16, BF16, FP32)] + [(FP16, FP8E4M3), (FP32, FP8E4M3)],
+    "EXT-FP8E5M2": [(FP8E5M2, f) for f in (FP16, BF16, FP32)] + [(FP16, FP8E5M2), (FP32, FP8E5M2)],
+}
 
 SPECS: dict[str, Spec] = {
     # ---- tensor operators ------------------------------------------------------------------
     "ARGMAX": Spec(inputs=(T("input", "in_t", "@shape1", (1, MAX)),),
                    outputs=(T("output", "out_t", "@shape", (0, MAX_1)),),
-                   rows=(R(in_t=I8, out_t=I32), R("EXT-INT16", in_t=I16, out_t=I32))),
+                   rows=(R(in_t=I8, out_t=I32), R("EXT-INT16", in_t=I16, out_t=I32))
+                   + _fp_rows("in_t", _FP_ALL, out_t=I32)),
     "AVG_POOL2D": Spec(
         inputs=(T("input", "in_out_t", "N,IH,IW,C"), _zp("input_zp", "in_out_t"),
                 _zp("output_zp", "in_out_t")),
         outputs=(T("output", "in_out_t", "N,OH,OW,C"),),
-        rows=(R(in_out_t=I8, acc_t=I32), R("EXT-INT16", in_out_t=I16, acc_t=I32)),
+        rows=(R(in_out_t=I8, acc_t=I32), R("EXT-INT16", in_out_t=I16, acc_t=I32),
+              R("EXT-FP8E4M3", in_out_t=FP8E4M3, acc_t=FP16),
+              R("EXT-FP8E5M2", in_out_t=FP8E5M2, acc_t=FP16),
+              R(PRO_FP, in_out_t=FP16, acc_t=FP16), R(PRO_FP, in_out_t=FP16, acc_t=FP32),
+              R("EXT-BF16", in_out_t=BF16, acc_t=FP32), R(PRO_FP, in_out_t=FP32, acc_t=FP32)),
         attr_types=(("acc_t", "acc_type"),)),
     "CONV2D": _conv("N,IH,IW,IC", "OC,KH,KW,IC", "N,OH,OW,OC"),
     "CONV3D": _conv("N,ID,IH,IW,IC", "OC,KD,KH,KW,IC", "N,OD,OH,OW,OC"),
@@ -144,14 +167,14 @@ SPECS: dict[str, Spec] = {
         rows=(R(in_t=I8, out_t=I32), R("EXT-INT16", in_t=I16, out_t=I48))),
     "MAX_POOL2D": Spec(inputs=(T("input", "in_out_t", "N,IH,IW,C"),),
                        outputs=(T("output", "in_out_t", "N,OH,OW,C"),),
-                       rows=_rows("in_out_t", I8, **{"EXT-INT16": (I16,)})),
+                       rows=_rows("in_out_t", I8, **{"EXT-INT16": (I16,)}, **_FP_ALL)),
     # ---- activation --------------------------------------------------------------------------
     "CLAMP": Spec(inputs=(T("input", "in_out_t", "@shape"),),
                   outputs=(T("output", "in_out_t", "@shape"),),
                   rows=_rows("in_out_t", I8, **{"EXT-INT16": (I16,)}, **_FP)),
     # ---- elementwise binary --------------------------------------------------------------------
-    "ADD": _binary(_I32_FP), "SUB": _binary(_I32), "INTDIV": _binary(_I32),
-    "MAXIMUM": _binary(_I32), "MINIMUM": _binary(_I32),
+    "ADD": _binary(_I32_FP), "SUB": _binary(_I32_FP), "INTDIV": _binary(_I32),
+    "MAXIMUM": _binary(_I32_FP), "MINIMUM": _binary(_I32_FP), "POW": _binary(_FP_ONLY),
     "ARITHMETIC_RIGHT_SHIFT": _binary(_I8_16_32), "LOGICAL_LEFT_SHIFT": _binary(_I8_16_32),
     "LOGICAL_RIGHT_SHIFT": _binary(_I8_16_32),
     "BITWISE_AND": _binary(_I8_16_32), "BITWISE_OR": _binary(_I8_16_32),
@@ -160,47 +183,53 @@ SPECS: dict[str, Spec] = {
     "MUL": Spec(inputs=(T("input1", "in_t", "@shape1"), T("input2", "in_t", "@shape2"),
                         T("shift", I8, "1", ctc=True)),
                 outputs=(T("output", "out_t", "@shape"),),
-                rows=(R(in_t=I8, out_t=I32), R(in_t=I16, out_t=I32), R(in_t=I32, out_t=I32))),
+                rows=(R(in_t=I8, out_t=I32), R(in_t=I16, out_t=I32), R(in_t=I32, out_t=I32))
+                + tuple(R(ext, in_t=d, out_t=d) for ext, ds in _FP.items() for d in ds)),
     "TABLE": Spec(inputs=(T("input1", "in_t", "@shape"), T("table", "table_t", "TABLE_SIZE", ctc=True)),
                   outputs=(T("output", "out_t", "@shape"),),
                   rows=(R(in_t=I8, table_t=I8, out_t=I8, TABLE_SIZE=256),
                         R("EXT-INT16", in_t=I16, table_t=I16, out_t=I32, TABLE_SIZE=513))),
     # ---- elementwise unary ---------------------------------------------------------------------
-    "ABS": _unary(_I32), "CLZ": _unary(_I32), "BITWISE_NOT": _unary(_I8_16_32),
+    "ABS": _unary(_I32_FP), **{name: _unary(_FP_ONLY) for name in (
+        "CEIL", "FLOOR", "EXP", "LOG", "RECIPROCAL", "RSQRT", "SIN", "COS", "ERF", "SIGMOID",
+        "TANH")},
+    "CLZ": _unary(_I32), "BITWISE_NOT": _unary(_I8_16_32),
     "LOGICAL_NOT": _unary(_BOOL),
     "NEGATE": Spec(inputs=(T("input1", "in_out_t", "@shape"), _zp("input1_zp", "in_out_t"),
                            _zp("output_zp", "in_out_t")),
-                   outputs=(T("output", "in_out_t", "@shape"),), rows=_I8_16_32),
+                   outputs=(T("output", "in_out_t", "@shape"),), rows=_I8_16_32_FP),
     # ---- elementwise ternary / comparison --------------------------------------------------------
     "SELECT": Spec(inputs=(T("input1", BOOL, "@shape1"), T("input2", "in_out_t", "@shape2"),
                            T("input3", "in_out_t", "@shape3")),
-                   outputs=(T("output", "in_out_t", "@shape"),), rows=_LAYOUT),
+                   outputs=(T("output", "in_out_t", "@shape"),),
+                   rows=_rows("in_out_t", BOOL, I8, I16, I32, **_FP)),
     "EQUAL": _binary(_CMP, "in_t", "out_t"), "GREATER": _binary(_CMP, "in_t", "out_t"),
     "GREATER_EQUAL": _binary(_CMP, "in_t", "out_t"),
     # ---- reductions ----------------------------------------------------------------------------
     "REDUCE_ALL": _reduce(_BOOL), "REDUCE_ANY": _reduce(_BOOL),
-    "REDUCE_MAX": _reduce(_I8_16_32), "REDUCE_MIN": _reduce(_I8_16_32), "REDUCE_SUM": _reduce(_I32),
+    "REDUCE_MAX": _reduce(_I8_16_32_FP), "REDUCE_MIN": _reduce(_I8_16_32_FP),
+    "REDUCE_SUM": _reduce(_I32_FP), "REDUCE_PRODUCT": _reduce(_FP_ONLY),
     # ---- data layout ---------------------------------------------------------------------------
     "CONCAT": Spec(inputs=(L("input1", "in_out_t", (1, MAX)),),
                    outputs=(T("output", "in_out_t", "@shape", (1, MAX)),),
-                   rows=_rows("in_out_t", BOOL, I8, I32, **{"EXT-INT16": (I16,)})),
+                   rows=_rows("in_out_t", BOOL, I8, I32, **{"EXT-INT16": (I16,)}, **_FP_ALL)),
     "PAD": Spec(inputs=(T("input1", "in_out_t", "@shape1", (1, MAX)),
                         T("padding", SHAPE, "*", (1, 1), ctc=True),
                         T("pad_const", "in_out_t", "1", ctc=True)),
-                outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT),
+                outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT_FP),
     "RESHAPE": Spec(inputs=(T("input1", "in_out_t", "@shape1"), T("shape", SHAPE, "*", (1, 1), ctc=True)),
-                    outputs=(T("output", "in_out_t", "@shape"),), rows=_LAYOUT),
+                    outputs=(T("output", "in_out_t", "@shape"),), rows=_LAYOUT_FP),
     "REVERSE": Spec(inputs=(T("input1", "in_out_t", "@shape", (1, MAX)),),
-                    outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT),
+                    outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT_FP),
     "SLICE": Spec(inputs=(T("input1", "in_out_t", "@shape1", (1, MAX)),
                           T("start", SHAPE, "*", (1, 1), ctc=True),
                           T("size", SHAPE, "*", (1, 1), ctc=True)),
-                  outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT),
+                  outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT_FP),
     "TILE": Spec(inputs=(T("input1", "in_out_t", "@shape1", (1, MAX)),
                          T("multiples", SHAPE, "*", (1, 1), ctc=True)),
-                 outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT),
+                 outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT_FP),
     "TRANSPOSE": Spec(inputs=(T("input1", "in_out_t", "@shape1", (1, MAX)),),
-                      outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT),
+                      outputs=(T("output", "in_out_t", "@shape", (1, MAX)),), rows=_LAYOUT_FP),
     # ---- scatter / gather ------------------------------------------------------------------------
     "GATHER": Spec(inputs=(T("values", "in_out_t", "N,K,C"), T("indices", "index_t", "N,W")),
                    outputs=(T("output", "in_out_t", "N,W,C"),),
@@ -214,13 +243,16 @@ SPECS: dict[str, Spec] = {
                    outputs=(T("output", "out_t", "N,OH,OW,C"),),
                    rows=(R(in_t=I8, mode="BILINEAR", out_t=I32), R(in_t=I8, mode="NEAREST", out_t=I8),
                          R("EXT-INT16", in_t=I16, mode="BILINEAR", out_t=I48),
-                         R("EXT-INT16", in_t=I16, mode="NEAREST", out_t=I16)),
+                         R("EXT-INT16", in_t=I16, mode="NEAREST", out_t=I16))
+                   + tuple(R(ext, in_t=d, mode=m, out_t=d) for ext, ds in _FP.items() for d in ds
+                           for m in ("BILINEAR", "NEAREST")),
                    attr_types=(("mode", "mode"),)),
     # ---- type conversion -------------------------------------------------------------------------
     "CAST": Spec(inputs=(T("input", "in_t", "@shape"),), outputs=(T("output", "out_t", "@shape"),),
                  rows=tuple(R(in_t=a, out_t=b) for a, b in (
                      (BOOL, I8), (BOOL, I16), (BOOL, I32), (I8, BOOL), (I8, I16), (I8, I32),
-                     (I16, BOOL), (I16, I8), (I16, I32), (I32, BOOL), (I32, I8), (I32, I16)))),
+                     (I16, BOOL), (I16, I8), (I16, I32), (I32, BOOL), (I32, I8), (I32, I16)))
+                 + tuple(R(ext, in_t=a, out_t=b) for ext, pairs in _FP_CASTS.items() for a, b in pairs)),
     "RESCALE": Spec(inputs=(T("input", "in_t", "@shape"), T("multiplier", None, "NC", ctc=True),
                             T("shift", I8, "NC", ctc=True), _zp("input_zp", "in_t"),
                             _zp("output_zp", "out_t")),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fp import is_float, narrow
+
 
 def _axis_coords(o0, no, n_d, n_n, off, size):
     """Per-output-index (i0, i1, d) along one axis, following the TOSA RESIZE pseudocode."""
@@ -45,6 +47,15 @@ def resize(ifm_box, *, mode: str, scale, offset, border=(0, 0), in_origin=(0, 0)
         return r.astype(out_dtype) if out_dtype is not None else r
     if mode != "BILINEAR":
         raise ValueError(f"unsupported resize mode {mode!r}")
+    if is_float(x.dtype):
+        # the float form: fractions dy/yn, dx/xn, the four weighted taps summed in fp64 in the
+        # spec's order and rounded once into the output type (NEAREST above is the same test)
+        v = x.astype(np.float64)
+        fy = (dy / yn)[None, :, None, None]
+        fx = (dx / xn)[None, None, :, None]
+        acc = (v[:, iy0][:, :, ix0] * (1 - fy) * (1 - fx) + v[:, iy0][:, :, ix1] * (1 - fy) * fx
+               + v[:, iy1][:, :, ix0] * fy * (1 - fx) + v[:, iy1][:, :, ix1] * fy * fx)
+        return narrow(acc, out_dtype if out_dtype is not None else x.dtype)
     v = x.astype(np.int64)
     # Separable form of v00*(yn-dy)*(xn-dx) + v01*(yn-dy)*dx + v10*dy*(xn-dx) + v11*dy*dx:
     # same integer, |v|*yn*xn <= 2^15 * 2^22, exact in int64.

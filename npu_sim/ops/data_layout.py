@@ -11,11 +11,20 @@ from .. import datapath as dp
 from .common import HOST_OPS, SHAPE_CHECKS, VECTOR_KERNELS, VECTOR_WORK, HostCall, classed
 
 _COMBINE = {"REDUCE_SUM": np.add, "REDUCE_MAX": np.maximum, "REDUCE_MIN": np.minimum,
-            "REDUCE_ALL": np.logical_and, "REDUCE_ANY": np.logical_or}
+            "REDUCE_ALL": np.logical_and, "REDUCE_ANY": np.logical_or,
+            "REDUCE_PRODUCT": np.multiply}
 
 
 @VECTOR_KERNELS.register("reduce")
 def reduce(x: dict, a: dict, out: np.ndarray):
+    nan_mode = a.get("nan_mode", "PROPAGATE")
+    if dp.is_float(x["in0"].dtype):
+        # fp64 over the tile and the carried partial (fp32 or wider, acc_dtype), one rounding
+        part = dp.fp_reduce(a["fn"], x["in0"], a["axis"], nan_mode)
+        if "acc_in" in x:
+            part = dp.fp_combine(a["fn"], x["acc_in"], part, nan_mode)
+        out[...] = dp.narrow(part, out.dtype)
+        return
     part = dp.reduce(a["fn"], x["in0"], a["axis"])
     if "acc_in" in x:                  # a partial result of a split reduction
         part = _COMBINE[a["fn"]](x["acc_in"], part)
@@ -45,7 +54,8 @@ def resize_work(cmd) -> dict:
 # ---- host evaluation ---------------------------------------------------------------------------
 
 HOST_OPS.register(*_COMBINE)(
-    lambda call: [dp.reduce(call.op, call.inputs[0], int(call.attrs["axis"]))])
+    lambda call: [dp.reduce(call.op, call.inputs[0], int(call.attrs["axis"]),
+                            call.attrs.get("nan_mode", "PROPAGATE"))])
 HOST_OPS.register("GATHER")(lambda call: [dp.gather(call.inputs[0], call.inputs[1])])
 HOST_OPS.register("SCATTER")(lambda call: [dp.scatter(*call.inputs[:3])])
 HOST_OPS.register("CONCAT")(

@@ -17,7 +17,9 @@ from .common import HOST_OPS, MICRO_OPS, SHAPE_CHECKS, VECTOR_KERNELS, VECTOR_WO
 _DIRECT = ("ADD", "SUB", "MUL", "ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT",
            "LOGICAL_RIGHT_SHIFT", "INTDIV", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR",
            "BITWISE_NOT", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_XOR", "LOGICAL_NOT", "MAXIMUM",
-           "MINIMUM", "ABS", "CLZ", "NEGATE", "SELECT", "EQUAL", "GREATER", "GREATER_EQUAL")
+           "MINIMUM", "ABS", "CLZ", "NEGATE", "SELECT", "EQUAL", "GREATER", "GREATER_EQUAL",
+           "POW", "CEIL", "FLOOR", "EXP", "LOG", "RECIPROCAL", "RSQRT", "SIN", "COS", "ERF",
+           "SIGMOID", "TANH")
 _MICRO_ATTRS = ("shift", "round", "input_zp", "output_zp", "nan_mode")
 
 

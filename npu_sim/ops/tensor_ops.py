@@ -42,12 +42,13 @@ def avg_pool2d(x: dict, a: dict, out: np.ndarray):
 
 @VECTOR_KERNELS.register("max_pool2d")
 def max_pool2d(x: dict, a: dict, out: np.ndarray):
-    out[...] = dp.max_pool2d(x["in0"], a["kernel"], a["stride"], a["pad"])
+    out[...] = dp.max_pool2d(x["in0"], a["kernel"], a["stride"], a["pad"],
+                             a.get("nan_mode", "PROPAGATE"))
 
 
 @VECTOR_KERNELS.register("argmax")
 def argmax(x: dict, a: dict, out: np.ndarray):
-    out[...] = dp.argmax(x["in0"], a["axis"])
+    out[...] = dp.argmax(x["in0"], a["axis"], a.get("nan_mode", "PROPAGATE"))
 
 
 @VECTOR_WORK.register("avg_pool2d", "max_pool2d")
@@ -113,10 +114,12 @@ def avg_pool2d_host(call: HostCall) -> list:
 @HOST_OPS.register("MAX_POOL2D")
 def max_pool2d_host(call: HostCall) -> list:
     a = call.attrs
-    return [dp.max_pool2d(call.inputs[0], tuple(a["kernel"]), tuple(a["stride"]), tuple(a["pad"]))]
+    return [dp.max_pool2d(call.inputs[0], tuple(a["kernel"]), tuple(a["stride"]), tuple(a["pad"]),
+                          a.get("nan_mode", "PROPAGATE"))]
 
 
-HOST_OPS.register("ARGMAX")(lambda call: [dp.argmax(call.inputs[0], int(call.attrs["axis"]))])
+HOST_OPS.register("ARGMAX")(lambda call: [dp.argmax(call.inputs[0], int(call.attrs["axis"]),
+                                                    call.attrs.get("nan_mode", "PROPAGATE"))])
 
 
 # ---- structural checks of loaded programs --------------------------------------------------------
