@@ -7,7 +7,6 @@ import sys
 from npu_sim.isa.errors import InputError, ModelError
 
 from ..paths import why_unreadable
-from .hal import FLT_MAX, ExecutionPreference
 
 
 def load_model(path: str, case_name: str | None = None):
@@ -61,6 +60,7 @@ def _device(args):
 
 
 def _fmt(info) -> str:
+    from .hal import FLT_MAX
     if info.execTime >= FLT_MAX:
         return "FLT_MAX (unsupported)"
     return f"execTime {info.execTime:.4f}  powerUsage {info.powerUsage:.4f}"
@@ -118,6 +118,7 @@ def preference_table(model, cfg) -> list[dict]:
     """Every preference's schedule of the model: cycles, time and energy per execution."""
     from npu_sim.compiler.frontends.nnapi import lower_model
     from . import schedule
+    from .hal import ExecutionPreference
     graph = lower_model(model, model.name)
     rows = []
     for pref in ExecutionPreference:
@@ -133,6 +134,7 @@ def preference_table(model, cfg) -> list[dict]:
 
 
 def run_preference(args, cfg) -> int:
+    from .hal import ExecutionPreference
     model = load_model(args.model) if args.model else None
     if model is None:
         raise InputError("--preference: give a .tflite model or a .json NNAPI case")
