@@ -1,5 +1,6 @@
 """Bad .tflite models end in one line naming the problem and exit status 2: an unsupported
-builtin or custom operator (with its index), a dynamic shape, a float model, a missing extra."""
+builtin or custom operator (with its index), a dynamic shape, a float model on an integer-only
+config, a missing extra."""
 import builtins
 
 import numpy as np
@@ -18,8 +19,8 @@ def _write(tmp_path, m: Model, name="bad.tflite"):
     return str(path)
 
 
-def _fails(capsys, path, *words):
-    assert main(["run", path, "--timing-only"]) == 2
+def _fails(capsys, path, *words, config="default"):
+    assert main(["run", path, "--timing-only", "--config", config]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     for w in words:
@@ -69,7 +70,8 @@ def test_float32_model_on_an_integer_config(tmp_path, capsys):
     y = m.output((1, 3), None, None, dtype=np.float32)
     m.op("FULLY_CONNECTED", [x, w, -1], [y], options("FullyConnectedOptions"),
          "FullyConnectedOptions")
-    _fails(capsys, _write(tmp_path, m), "FLOAT32", "floating point is not supported")
+    _fails(capsys, _write(tmp_path, m), "tfl0_fully_connected", "fp32", "PRO-FP",
+           config="edge-256")
 
 
 def test_not_a_tflite_file(tmp_path, capsys):

@@ -81,11 +81,6 @@ def test_corrupted_tflite_is_one_line(tmp_path, capsys):
         assert "Traceback" not in err and len(err.strip().splitlines()) <= 1
 
 
-def test_float_edged_model_is_refused_in_one_line(capsys):
-    err = _one_line_error(capsys, ["run", str(DATA / "image_example1" / "model.tflite")])
-    assert "FLOAT32" in err and "floating point is not supported" in err
-
-
 def test_dse_point_takes_a_tflite_network():
     from npu_sim.dse import evaluate_point
     row = evaluate_point("edge-256", {"sram.size": "96 KiB"},

@@ -108,21 +108,61 @@ _CONFIGS = {}
 
 
 def config(name: str = "default"):
+    """A preset by name, or the default preset with a buffer of `name` bytes ("4 KiB")."""
     if name not in _CONFIGS:
-        base = api.load_config("default")
-        _CONFIGS[name] = base if name == "default" else base.with_overrides({"sram.size": name})
+        sized = name.endswith("B")
+        base = api.load_config("default" if sized else name)
+        _CONFIGS[name] = base.with_overrides({"sram.size": name}) if sized else base
     return _CONFIGS[name]
 
 
 def random_feed(m: Model, rng) -> dict:
+    """Uniform over the integer range for integer inputs, standard normal for float32 ones."""
     feed = {}
     for i in m.inputs:
         t = m.tensors[i]
+        if t.type == S.TensorType.FLOAT32:
+            feed[t.name] = rng.standard_normal(t.shape).astype(np.float32)
+            continue
         dtype = {S.TensorType.INT8: np.int8, S.TensorType.INT16: np.int16,
                  S.TensorType.INT32: np.int32}[t.type]
         info = np.iinfo(dtype)
         feed[t.name] = rng.integers(info.min, info.max, t.shape, endpoint=True).astype(dtype)
     return feed
+
+
+def run_both(m: Model, rng, cfg: str = "default", feed: dict | None = None):
+    """(feed, TFLite reference outputs, simulated outputs) of a model."""
+    buf = m.serialize()
+    feed = feed if feed is not None else random_feed(m, rng)
+    ref = reference(buf, feed)
+    c = config(cfg)
+    result = api.simulate(api.compile_model(load_tflite_bytes(buf, "single-op.tflite"), c), c, feed)
+    return feed, ref, {name: result.outputs[name] for name in ref}
+
+
+def float_error(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| relative to the reference output's range (its largest magnitude for a
+    constant output)."""
+    want64 = want.astype(np.float64)
+    span = np.ptp(want64) or np.abs(want64).max() or 1.0
+    return float(np.abs(got.astype(np.float64) - want64).max() / span)
+
+
+def check_float(m: Model, rng, cfg: str = "default", feed: dict | None = None,
+                rtol: float = 1e-5) -> float:
+    """Float outputs within `rtol` of the reference's range, integer outputs equal; returns the
+    largest relative error."""
+    _, ref, got = run_both(m, rng, cfg, feed)
+    worst = 0.0
+    for name, want in ref.items():
+        assert got[name].dtype == want.dtype and got[name].shape == want.shape, name
+        if want.dtype.kind == "f":
+            worst = max(worst, float_error(got[name], want))
+            assert worst <= rtol, f"{name}: error {worst:.3g} of the output range"
+        else:
+            assert np.array_equal(got[name], want), f"{name}: {np.sum(got[name] != want)} differ"
+    return worst
 
 
 def check(m: Model, rng, cfg: str = "default", feed: dict | None = None):

@@ -1,14 +1,17 @@
 """TFLite frontend: a .tflite flatbuffer lowered into the graph IR, operator by operator, with
-TFLite's integer semantics reproduced exactly by TOSA operators (see each module). Graph inputs
-and outputs keep their TFLite names, dtypes and shapes."""
+TFLite's integer semantics reproduced exactly by TOSA operators (see each module) and its float32
+builtins, and the QUANTIZE/DEQUANTIZE at a float-edged model's edges, as TOSA fp32 operators
+(floats.py). Graph inputs and outputs keep their TFLite names, dtypes and shapes."""
 from __future__ import annotations
 
 from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 
 from npu_sim.compiler.ir import Graph
 
-from . import elementwise, layout, mac, pool, reduce, softmax, unary
+from . import elementwise, floats, layout, mac, pool, reduce, softmax, unary
 from .context import Lowering
+
+INPUT_TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "FLOAT32": "fp32"}
 from .reader import read_model
 
 BUILTINS = {
@@ -25,6 +28,9 @@ BUILTINS = {
     "DEPTH_TO_SPACE": layout.depth_to_space, "SPACE_TO_DEPTH": layout.space_to_depth,
     **elementwise.BUILTINS, **unary.BUILTINS, **reduce.BUILTINS,
 }
+# builtins whose float32 form (or float edge) lowers apart; the data-layout builtins, REDUCE_MAX
+# and REDUCE_MIN, GATHER and RESIZE_NEAREST_NEIGHBOR serve every type from BUILTINS
+FLOAT_BUILTINS = floats.BUILTINS
 
 
 def load_tflite_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
@@ -41,16 +47,18 @@ def _lower(model, source: str) -> Graph:
     for t in model.inputs:
         tensor = model.tensors[t]
         L.op = None
-        if tensor.dtype not in ("INT8", "INT16", "INT32"):
-            raise UnsupportedError(f"input '{tensor.name}' is {tensor.dtype}; floating point is "
-                                   "not supported on this config (TOSA profile PRO-INT): give an "
-                                   "integer (int8) model")
-        L.b.tensor(L.names[t], tensor.shape, tensor.dtype.lower())
+        if tensor.dtype not in INPUT_TYPES:
+            raise UnsupportedError(f"input '{tensor.name}' is {tensor.dtype}; inputs may be "
+                                   f"{', '.join(INPUT_TYPES)}")
+        L.b.tensor(L.names[t], tensor.shape, INPUT_TYPES[tensor.dtype])
     for op in model.operators:
-        lower = BUILTINS.get(op.op)
+        floating = any(model.tensors[t].dtype == "FLOAT32" for t in op.inputs[:1] + op.outputs
+                       if t >= 0)
+        lower = (FLOAT_BUILTINS.get(op.op) if floating else None) or BUILTINS.get(op.op)
         if lower is None:
             raise UnsupportedError(f"operator #{op.index} {op.op} is not supported by the TFLite "
-                                   f"frontend (supported builtins: {', '.join(sorted(BUILTINS))})")
+                                   f"frontend (supported builtins: "
+                                   f"{', '.join(sorted({*BUILTINS, *FLOAT_BUILTINS}))})")
         L.op = op
         L.b.where = f"tfl{op.index}_{op.op.lower()}"
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from npu_sim.compiler.ir import Graph, Operator, Tensor
-from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.dtypes import DTYPES, STORAGE
 
 
 class IRBuilder:
@@ -86,9 +86,10 @@ class IRBuilder:
         """x + output_zp in out_dtype, saturated: an identity RESCALE."""
         return self.rescale(x, 1 << 30, 30, out_dtype, output_zp=output_zp, out=out)
 
-    def clamp(self, x: str, lo: int, hi: int, out: str | None = None) -> str:
+    def clamp(self, x: str, lo, hi, out: str | None = None) -> str:
+        value = float if DTYPES[self.dtype_of(x)].kind == "float" else int
         return self.op("CLAMP", [x], self.shape_of(x), self.dtype_of(x),
-                       {"min_val": int(lo), "max_val": int(hi), "nan_mode": "PROPAGATE"}, out)
+                       {"min_val": value(lo), "max_val": value(hi), "nan_mode": "PROPAGATE"}, out)
 
     def reshape(self, x: str, shape, out: str | None = None) -> str:
         return self.op("RESHAPE", [x, self.shape(shape)], shape, self.dtype_of(x), {}, out)

@@ -11,8 +11,9 @@ from .builder import IRBuilder
 from .fixedpoint import quantize_multiplier, round_away
 from .reader import TflModel, TflOperator, TflTensor
 
-INT_TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "BOOL": "bool"}
+TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "BOOL": "bool", "FLOAT32": "fp32"}
 _ACT_RANGE = {1: (0.0, None), 2: (-1.0, 1.0), 3: (0.0, 6.0)}     # RELU, RELU_N1_TO_1, RELU6
+FLT_MAX = float(np.finfo(np.float32).max)
 
 
 class Lowering:
@@ -42,11 +43,11 @@ class Lowering:
         return k < len(self.op.inputs) and self.op.inputs[k] >= 0
 
     def dtype(self, t: TflTensor) -> str:
-        if t.dtype not in INT_TYPES:
+        if t.dtype not in TYPES:
             raise UnsupportedError(f"operator #{self.op.index} {self.op.op}: tensor '{t.name}' is "
-                                   f"{t.dtype}; floating point is not supported on this config "
-                                   "(TOSA profile PRO-INT): give an integer (int8) model")
-        return INT_TYPES[t.dtype]
+                                   f"{t.dtype}, which the TFLite frontend does not support "
+                                   f"(types: {', '.join(TYPES)})")
+        return TYPES[t.dtype]
 
     def value(self, k: int) -> str:
         """The IR name of input k; constant data becomes a CONST operator on first use."""
@@ -86,12 +87,16 @@ class Lowering:
     # quantization ---------------------------------------------------------------------------
 
     def act_range(self, fused: int, t: TflTensor) -> tuple[int, int]:
-        """CalculateActivationRangeQuantized: the fused activation's bounds in t's integers."""
+        """CalculateActivationRangeQuantized: the fused activation's bounds in t's integers;
+        for float32 tensors CalculateActivationRange's float bounds (RELU: up to FLT_MAX)."""
+        if fused not in _ACT_RANGE and fused != 0:
+            self.fail(f"fused activation {fused} is not supported")
+        if t.dtype == "FLOAT32":
+            lo_f, hi_f = _ACT_RANGE.get(fused, (-FLT_MAX, FLT_MAX))
+            return lo_f, FLT_MAX if hi_f is None else hi_f
         info = np.iinfo(np.dtype(self.dtype(t)))
         if fused == 0:
             return int(info.min), int(info.max)
-        if fused not in _ACT_RANGE:
-            self.fail(f"fused activation {fused} is not supported")
         lo_f, hi_f = _ACT_RANGE[fused]
         scale = np.float32(t.scale)
         q = lambda f: t.zero_point + round_away(float(np.float32(f) / scale))   # noqa: E731

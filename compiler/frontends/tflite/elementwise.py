@@ -9,7 +9,7 @@ import numpy as np
 from .context import Lowering, tosa_scale
 
 
-def _operand(L: Lowering, k: int, rank: int) -> str:
+def operand_at_rank(L: Lowering, k: int, rank: int) -> str:
     """Input k at the output's rank (TOSA broadcasts only between equal ranks)."""
     name, shape = L.value(k), L.t(k).shape
     if len(shape) < rank:
@@ -36,7 +36,7 @@ def _scaled_inputs(L: Lowering, left_shift: int):
     rank = len(o.shape)
     scaled = []
     for k, t in ((0, a), (1, c)):
-        wide = L.b.widen(_operand(L, k, rank), t.zero_point, left_shift)
+        wide = L.b.widen(operand_at_rank(L, k, rank), t.zero_point, left_shift)
         scaled.append(L.b.rescale(wide, *tosa_scale(float(t.scale) / twice_max), "int32"))
     return scaled, twice_max
 
@@ -66,8 +66,8 @@ def mul(L: Lowering):
     a, c, o = L.t(0), L.t(1), L.o()
     L.need_int8(a, c, o)
     rank = len(o.shape)
-    x = L.b.widen(_operand(L, 0, rank), a.zero_point)
-    y = L.b.widen(_operand(L, 1, rank), c.zero_point)
+    x = L.b.widen(operand_at_rank(L, 0, rank), a.zero_point)
+    y = L.b.widen(operand_at_rank(L, 1, rank), c.zero_point)
     _finish(L, L.b.mul(x, y), float(a.scale) * float(c.scale) / float(o.scale))
 
 
@@ -76,8 +76,8 @@ def _max_min(L: Lowering, op: str):
     o = L.o()
     rank = len(o.shape)
     dtype = L.dtype(o)
-    x, y = (L.b.widen(_operand(L, k, rank)) if dtype == "int8" else _operand(L, k, rank)
-            for k in (0, 1))
+    x, y = (L.b.widen(operand_at_rank(L, k, rank)) if dtype == "int8"
+            else operand_at_rank(L, k, rank) for k in (0, 1))
     r = L.b.binary(op, x, y)
     if dtype == "int8":
         L.b.saturate(r, "int8", out=L.out())

@@ -111,7 +111,7 @@ def pad(L: Lowering):
 
 
 def padv2(L: Lowering):
-    _pad(L, int(L.const_input(2).reshape(-1)[0]))
+    _pad(L, L.const_input(2).reshape(-1)[0].item())
 
 
 def mirror_pad(L: Lowering):

@@ -156,9 +156,9 @@ def fully_connected(L: Lowering):
     b.reshape(y, o.shape, L.out())
 
 
-def batch_matmul(L: Lowering):
-    lhs, rhs, o = L.t(0), L.t(1), L.o()
-    L.need_int8(lhs, rhs, o)
+def batch_operands(L: Lowering):
+    """BATCH_MATMUL's operands as rank-3 [batch, rows, cols] tensors: adj_x/adj_y TRANSPOSEd,
+    the batch dimensions broadcast by TILE. Returns ((lhs, shape), (rhs, shape), batch)."""
     opt, b = L.op.options, L.b
     operands = []
     for k, adj in ((0, opt.get("adj_x", False)), (1, opt.get("adj_y", False))):
@@ -166,10 +166,9 @@ def batch_matmul(L: Lowering):
         if adj:
             perm = tuple(range(len(shape) - 2)) + (len(shape) - 1, len(shape) - 2)
             shape = tuple(shape[p] for p in perm)
-            name = b.op("TRANSPOSE", [name], shape, "int8", {"perms": perm})
+            name = b.op("TRANSPOSE", [name], shape, b.dtype_of(name), {"perms": perm})
         operands.append((name, shape))
-    (a, sa), (c, sc) = operands
-    batch = tuple(np.broadcast_shapes(sa[:-2], sc[:-2]))
+    batch = tuple(np.broadcast_shapes(operands[0][1][:-2], operands[1][1][:-2]))
     nb = int(np.prod(batch, dtype=np.int64))
     flat = []
     for name, shape in operands:
@@ -177,10 +176,18 @@ def batch_matmul(L: Lowering):
         if lead != batch:
             name = b.reshape(name, lead + shape[-2:])
             mult = tuple(bb // aa for aa, bb in zip(lead, batch)) + (1, 1)
-            name = b.op("TILE", [name, b.shape(mult)], batch + shape[-2:], "int8")
-        flat.append(b.reshape(name, (nb,) + tuple(shape[-2:])))
-    m, n = sa[-2], sc[-1]
-    acc = b.op("MATMUL", [flat[0], flat[1], b.scalar(lhs.zero_point, "int8"),
-                          b.scalar(rhs.zero_point, "int8")], (nb, m, n), "int32", {})
+            name = b.op("TILE", [name, b.shape(mult)], batch + shape[-2:], b.dtype_of(name))
+        flat.append((b.reshape(name, (nb,) + tuple(shape[-2:])), shape))
+    return flat[0], flat[1], batch
+
+
+def batch_matmul(L: Lowering):
+    lhs, rhs, o = L.t(0), L.t(1), L.o()
+    L.need_int8(lhs, rhs, o)
+    b = L.b
+    (a, sa), (c, sc), batch = batch_operands(L)
+    nb = int(np.prod(batch, dtype=np.int64))
+    acc = b.op("MATMUL", [a, c, b.scalar(lhs.zero_point, "int8"),
+                          b.scalar(rhs.zero_point, "int8")], (nb, sa[-2], sc[-1]), "int32", {})
     y = requantize(L, acc, [float(lhs.scale) * float(rhs.scale) / float(o.scale)], o, 0, None)
     b.reshape(y, o.shape, L.out())

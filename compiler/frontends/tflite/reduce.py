@@ -8,14 +8,14 @@ from .context import Lowering, tosa_scale
 from .fixedpoint import quantize_multiplier
 
 
-def _axes(L: Lowering, k: int, rank: int) -> list[int]:
+def const_axes(L: Lowering, k: int, rank: int) -> list[int]:
     return sorted({int(a) + rank if int(a) < 0 else int(a) for a in L.const_input(k).reshape(-1)})
 
 
 def _reduce_sum(L: Lowering):
     """sum(x - zp) over the axes, int32, the axes kept."""
     x = L.t(0)
-    axes = _axes(L, 1, len(x.shape))
+    axes = const_axes(L, 1, len(x.shape))
     y = L.b.widen(L.value(0), x.zero_point)
     for axis in axes:
         shape = list(L.b.shape_of(y))
@@ -54,7 +54,7 @@ def _reduce_extreme(L: Lowering, op: str):
     if x.dtype == "INT8" and (x.scales[:1] != o.scales[:1] or x.zero_point != o.zero_point):
         L.fail("input and output quantization differ")
     y = L.value(0)
-    for axis in _axes(L, 1, len(x.shape)):
+    for axis in const_axes(L, 1, len(x.shape)):
         shape = list(L.b.shape_of(y))
         shape[axis] = 1
         y = L.b.op(op, [y], shape, dtype, {"axis": axis, "nan_mode": "PROPAGATE"})
@@ -74,7 +74,7 @@ def _arg(L: Lowering, negate: bool):
     L.need_int8(x)
     if o.dtype != "INT32":
         L.fail(f"output type {o.dtype}; only int32 indices are supported")
-    axis = _axes(L, 1, len(x.shape))[0]
+    axis = const_axes(L, 1, len(x.shape))[0]
     v = L.value(0)
     if negate:                 # NOT maps the order reversed, so the first minimum is the first max
         v = L.b.op("BITWISE_NOT", [v], x.shape, "int8")

@@ -1,0 +1,390 @@
+"""float32 builtins, and the QUANTIZE / DEQUANTIZE that put float edges on an int8 network,
+lowered to TOSA's fp32 operators as TFLite's reference kernels compute them:
+
+- the MAC builtins are TOSA's fp32 MAC operators (fp32 accumulation, zero points 0.0), the
+  fused activation a CLAMP to CalculateActivationRange's float bounds (RELU: [0, FLT_MAX]);
+- SOFTMAX is exp(beta (x - max)) times the RECIPROCAL of its row sum, LOG_SOFTMAX
+  x - max - log(sum), MEAN a REDUCE_SUM times 1/n (TFLite divides; TOSA has no float
+  division, so these round once more, within a few ulp);
+- DEQUANTIZE is (q - zp) * scale in fp32: one rounding of the exact product, as TFLite's
+  double product cast to float, so it is exact;
+- QUANTIZE float -> int8 is round(x / scale) + zp, saturated, with TFLite's rounding of halves
+  away from zero built from FLOOR of |x / scale|; the division is a MUL by the fp32 reciprocal
+  of the scale, whose product can differ from TFLite's quotient in its last bit, which moves
+  the integer only where the quotient lies within an ulp of a half (about 2 in 10^6 values
+  of a standard normal input; none in the test models' inputs).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import unary
+from .context import FLT_MAX, Lowering
+from .elementwise import operand_at_rank
+from .reduce import const_axes
+from .mac import VALID, batch_operands, pad_before, spatial_input, window_pads
+
+F32 = np.float32
+
+
+def _k(L: Lowering, value: float, rank: int) -> str:
+    return L.b.bcast(value, "fp32", rank)
+
+
+def _activate(L: Lowering, y: str, fused: int, out: str | None) -> str:
+    """The fused activation as a CLAMP (or a rename into `out`)."""
+    b, bounds = L.b, L.act_range(fused, L.o())
+    if not fused:
+        return b.reshape(y, b.shape_of(y), out) if out else y
+    return b.clamp(y, *bounds, out)
+
+
+def _finish(L: Lowering, y: str):
+    """Fused activation of the builtin's options, then the TFLite output's shape and name."""
+    o = L.o()
+    fused = L.op.options.get("fused_activation_function", 0)
+    if tuple(L.b.shape_of(y)) != tuple(o.shape):
+        y = _activate(L, y, fused, None)
+        L.b.reshape(y, o.shape, L.out())
+    else:
+        _activate(L, y, fused, L.out())
+
+
+def _zero(L: Lowering) -> str:
+    return L.b.scalar(0.0, "fp32")
+
+
+def _weights(L: Lowering, k: int) -> np.ndarray:
+    t = L.t(k)
+    if t.dtype != "FLOAT32":
+        L.fail(f"weights '{t.name}' are {t.dtype}; a float32 model needs float32 weights")
+    return L.const_input(k).astype(F32)
+
+
+def _bias(L: Lowering, k: int, n: int) -> np.ndarray:
+    return (L.const_input(k).reshape(-1).astype(F32) if L.has_input(k) else np.zeros(n, F32))
+
+
+# MAC builtins -------------------------------------------------------------------------------
+
+def _conv_like(L: Lowering, op: str, weights: np.ndarray, oc: int):
+    x, w, o = L.t(0), L.t(1), L.o()
+    opt = L.op.options
+    _, ih, iw, _ = x.shape
+    _, kh, kw, _ = w.shape
+    _, oh, ow, _ = o.shape
+    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
+    dh, dw = opt.get("dilation_h_factor", 1), opt.get("dilation_w_factor", 1)
+    pt, pb, ch = window_pads(opt.get("padding", VALID), ih, kh, sh, dh, oh)
+    pl, pr, cw = window_pads(opt.get("padding", VALID), iw, kw, sw, dw, ow)
+    b = L.b
+    y = b.op(op, [spatial_input(L, L.value(0), (ch, cw)), b.const(weights, "fp32", "weight"),
+                  b.const(_bias(L, 2, oc), "fp32", "bias"), _zero(L), _zero(L)],
+             (o.shape[0], oh, ow, oc), "fp32",
+             {"pad": (pt, pb, pl, pr), "stride": (sh, sw), "dilation": (dh, dw),
+              "local_bound": False, "acc_type": "fp32"})
+    _finish(L, y)
+
+
+def conv_2d(L: Lowering):
+    w = _weights(L, 1)
+    _conv_like(L, "CONV2D", w, w.shape[0])
+
+
+def depthwise_conv_2d(L: Lowering):
+    w = _weights(L, 1)
+    c = L.t(0).shape[3]
+    _conv_like(L, "DEPTHWISE_CONV2D", w[0].reshape(w.shape[1], w.shape[2], c, -1), w.shape[3])
+
+
+def transpose_conv(L: Lowering):
+    x, o = L.t(2), L.o()
+    w = _weights(L, 1)
+    oc, kh, kw, _ = w.shape
+    _, ih, iw, _ = x.shape
+    _, oh, ow, _ = o.shape
+    opt = L.op.options
+    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
+    pad = opt.get("padding", VALID)
+    pt, pl = pad_before(pad, oh, kh, sh), pad_before(pad, ow, kw, sw)
+    b = L.b
+    y = b.op("TRANSPOSE_CONV2D", [L.value(2), b.const(w, "fp32", "weight"),
+                                  b.const(_bias(L, 3, oc), "fp32", "bias"), _zero(L), _zero(L)],
+             (o.shape[0], oh, ow, oc), "fp32",
+             {"out_pad": (-pt, oh - (ih - 1) * sh - kh + pt, -pl, ow - (iw - 1) * sw - kw + pl),
+              "stride": (sh, sw), "local_bound": False, "acc_type": "fp32"})
+    _finish(L, y)
+
+
+def fully_connected(L: Lowering):
+    w = _weights(L, 1)
+    n, k = w.shape
+    rows = int(np.prod(L.t(0).shape)) // k
+    b = L.b
+    y = b.op("CONV2D", [b.reshape(L.value(0), (1, rows, 1, k)),
+                        b.const(w.reshape(n, 1, 1, k), "fp32", "weight"),
+                        b.const(_bias(L, 2, n), "fp32", "bias"), _zero(L), _zero(L)],
+             (1, rows, 1, n), "fp32",
+             {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1), "local_bound": False,
+              "acc_type": "fp32"})
+    _finish(L, y)
+
+
+def batch_matmul(L: Lowering):
+    b, o = L.b, L.o()
+    (a, sa), (c, sc), batch = batch_operands(L)
+    y = b.op("MATMUL", [a, c, _zero(L), _zero(L)], (int(np.prod(batch, dtype=np.int64)), sa[-2],
+                                                    sc[-1]), "fp32", {})
+    b.reshape(y, o.shape, L.out())
+
+
+def _pool(L: Lowering, op: str):
+    x, o, opt = L.t(0), L.o(), L.op.options
+    kh, kw = opt.get("filter_height", 1), opt.get("filter_width", 1)
+    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
+    pad = opt.get("padding", VALID)
+    pt, pb, ch = window_pads(pad, x.shape[1], kh, sh, 1, o.shape[1])
+    pl, pr, cw = window_pads(pad, x.shape[2], kw, sw, 1, o.shape[2])
+    attrs = {"kernel": (kh, kw), "stride": (sh, sw), "pad": (pt, pb, pl, pr)}
+    xin = spatial_input(L, L.value(0), (ch, cw))
+    if op == "AVG_POOL2D":     # TOSA, like TFLite, divides by the window's unpadded count
+        y = L.b.op(op, [xin, _zero(L), _zero(L)], o.shape, "fp32", {**attrs, "acc_type": "fp32"})
+    else:
+        y = L.b.op(op, [xin], o.shape, "fp32", {**attrs, "nan_mode": "PROPAGATE"})
+    _finish(L, y)
+
+
+def average_pool_2d(L):
+    _pool(L, "AVG_POOL2D")
+
+
+def max_pool_2d(L):
+    _pool(L, "MAX_POOL2D")
+
+
+# elementwise and unary builtins ------------------------------------------------------------
+
+def _binary(L: Lowering, op: str) -> str:
+    rank = len(L.o().shape)
+    return L.b.binary(op, operand_at_rank(L, 0, rank), operand_at_rank(L, 1, rank), "fp32")
+
+
+def add(L):
+    _finish(L, _binary(L, "ADD"))
+
+
+def sub(L):
+    _finish(L, _binary(L, "SUB"))
+
+
+def mul(L):
+    rank = len(L.o().shape)
+    _finish(L, _mul(L, operand_at_rank(L, 0, rank), operand_at_rank(L, 1, rank)))
+
+
+def _mul(L: Lowering, a: str, c: str) -> str:
+    return L.b.op("MUL", [a, c, L.b.scalar(0, "int8")],
+                  np.broadcast_shapes(L.b.shape_of(a), L.b.shape_of(c)), "fp32", {})
+
+
+def squared_difference(L):
+    d = _binary(L, "SUB")
+    _finish(L, _mul(L, d, d))
+
+
+def maximum(L):
+    _finish(L, _binary(L, "MAXIMUM"))
+
+
+def minimum(L):
+    _finish(L, _binary(L, "MINIMUM"))
+
+
+def _unary(L: Lowering, op: str):
+    L.b.op(op, [L.value(0)], L.o().shape, "fp32", {}, L.out())
+
+
+def logistic(L):
+    _unary(L, "SIGMOID")
+
+
+def tanh(L):
+    _unary(L, "TANH")
+
+
+def _clamped(lo: float, hi: float):
+    def lower(L: Lowering):
+        L.b.clamp(L.value(0), lo, hi, L.out())
+    return lower
+
+
+def hard_swish(L: Lowering):
+    """x * min(6, max(0, x + 3)) / 6 (the division a MUL by 1/6)."""
+    x, rank = L.value(0), len(L.o().shape)
+    relu6 = L.b.clamp(L.b.binary("ADD", x, _k(L, 3.0, rank)), 0.0, 6.0)
+    y = _mul(L, _mul(L, x, relu6), _k(L, float(F32(1) / F32(6)), rank))
+    L.b.reshape(y, L.o().shape, L.out())
+
+
+def _select_negative(L: Lowering, x: str, scaled: str, op: str):
+    """x where x (op) 0 holds, `scaled` elsewhere."""
+    b = L.b
+    keep = b.op(op, [x, _k(L, 0.0, len(b.shape_of(x)))], b.shape_of(x), "bool")
+    b.op("SELECT", [keep, x, scaled], L.o().shape, "fp32", {}, L.out())
+
+
+def leaky_relu(L: Lowering):
+    x = L.value(0)
+    alpha = float(L.op.options.get("alpha", 0.2))
+    _select_negative(L, x, _mul(L, x, _k(L, alpha, len(L.o().shape))), "GREATER")
+
+
+def prelu(L: Lowering):
+    x, rank = L.value(0), len(L.o().shape)
+    _select_negative(L, x, _mul(L, x, operand_at_rank(L, 1, rank)), "GREATER_EQUAL")
+
+
+# softmax and reductions -----------------------------------------------------------------------
+
+def _shifted(L: Lowering) -> tuple[str, int]:
+    """beta * (x - max over the last axis), and that axis."""
+    b, x = L.b, L.value(0)
+    shape = b.shape_of(x)
+    axis = len(shape) - 1
+    mx = b.op("REDUCE_MAX", [x], shape[:-1] + (1,), "fp32", {"axis": axis, "nan_mode": "PROPAGATE"})
+    z = b.binary("SUB", x, mx)
+    beta = float(L.op.options.get("beta", 1.0))
+    return (z if beta == 1.0 else _mul(L, z, _k(L, beta, len(shape)))), axis
+
+
+def softmax(L: Lowering):
+    b = L.b
+    z, axis = _shifted(L)
+    e = b.op("EXP", [z], b.shape_of(z), "fp32", {})
+    total = b.op("REDUCE_SUM", [e], b.shape_of(e)[:-1] + (1,), "fp32", {"axis": axis})
+    recip = b.op("RECIPROCAL", [total], b.shape_of(total), "fp32", {})
+    y = _mul(L, e, recip)
+    b.reshape(y, L.o().shape, L.out())
+
+
+def log_softmax(L: Lowering):
+    b = L.b
+    z, axis = _shifted(L)
+    e = b.op("EXP", [z], b.shape_of(z), "fp32", {})
+    total = b.op("REDUCE_SUM", [e], b.shape_of(e)[:-1] + (1,), "fp32", {"axis": axis})
+    log = b.op("LOG", [total], b.shape_of(total), "fp32", {})
+    b.binary("SUB", z, log, "fp32", out=L.out())
+
+
+def _reduce_sum(L: Lowering) -> tuple[str, int]:
+    x = L.t(0)
+    axes = const_axes(L, 1, len(x.shape))
+    y = L.value(0)
+    for axis in axes:
+        shape = list(L.b.shape_of(y))
+        shape[axis] = 1
+        y = L.b.op("REDUCE_SUM", [y], shape, "fp32", {"axis": axis})
+    return y, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+
+
+def mean(L: Lowering):
+    total, n = _reduce_sum(L)
+    y = _mul(L, total, _k(L, float(F32(1) / F32(n)), len(L.b.shape_of(total))))
+    L.b.reshape(y, L.o().shape, L.out())
+
+
+def sum_(L: Lowering):
+    total, _ = _reduce_sum(L)
+    L.b.reshape(total, L.o().shape, L.out())
+
+
+def arg_max(L: Lowering):
+    x, o = L.t(0), L.o()
+    if o.dtype != "INT32":
+        L.fail(f"output type {o.dtype}; only int32 indices are supported")
+    L.b.op("ARGMAX", [L.value(0)], o.shape, "int32",
+           {"axis": const_axes(L, 1, len(x.shape))[0], "nan_mode": "PROPAGATE"}, L.out())
+
+
+def arg_min(L: Lowering):
+    """The first maximum of -x."""
+    x, o = L.t(0), L.o()
+    if o.dtype != "INT32":
+        L.fail(f"output type {o.dtype}; only int32 indices are supported")
+    neg = L.b.op("NEGATE", [L.value(0), _zero(L), _zero(L)], x.shape, "fp32", {})
+    L.b.op("ARGMAX", [neg], o.shape, "int32",
+           {"axis": const_axes(L, 1, len(x.shape))[0], "nan_mode": "PROPAGATE"}, L.out())
+
+
+def resize_bilinear(L: Lowering):
+    """TOSA RESIZE at TFLite's exact positions: half-pixel centres are (out + 1/2) in/out - 1/2,
+    i.e. scale 2 out / 2 in with offset in - out; align_corners (in - 1)/(out - 1)."""
+    x, o = L.t(0), L.o()
+    align = L.op.options.get("align_corners", False)
+    half = L.op.options.get("half_pixel_centers", False)
+    scale, offset, border = [], [], []
+    for i, out in ((x.shape[1], o.shape[1]), (x.shape[2], o.shape[2])):
+        if align and out > 1:
+            n, d, off = out - 1, max(i - 1, 1), 0
+        elif half:
+            n, d, off = 2 * out, 2 * i, i - out
+        else:
+            n, d, off = out, i, 0
+        scale += [n, d]
+        offset.append(off)
+        border.append((out - 1) * d + off - (i - 1) * n)
+    b = L.b
+    b.op("RESIZE", [L.value(0), b.shape(scale), b.shape(offset), b.shape(border)], o.shape,
+         "fp32", {"mode": "BILINEAR"}, L.out())
+
+
+# the float edges of an int8 network ---------------------------------------------------------
+
+def quantize(L: Lowering):
+    """float32 -> int8: clamp(round_half_away(x * (1/scale)) + zp); int8 -> int8 requantizes."""
+    x, o = L.t(0), L.o()
+    if x.dtype != "FLOAT32":
+        return unary.quantize(L)
+    if o.dtype != "INT8" or len(o.scales) != 1:
+        L.fail(f"output '{o.name}' is {o.dtype} with {len(o.scales)} scales; per-tensor int8 "
+               "is supported")
+    b, rank = L.b, len(x.shape)
+    y = _mul(L, L.value(0), _k(L, float(F32(1) / F32(o.scale)), rank))
+    mag = b.op("ABS", [y], x.shape, "fp32", {})
+    whole = b.op("FLOOR", [mag], x.shape, "fp32", {})
+    up = b.op("GREATER_EQUAL", [b.binary("SUB", mag, whole), _k(L, 0.5, rank)], x.shape, "bool")
+    rounded = b.op("SELECT", [up, b.binary("ADD", whole, _k(L, 1.0, rank)), whole], x.shape,
+                   "fp32")
+    negative = b.op("GREATER", [_k(L, 0.0, rank), y], x.shape, "bool")
+    negated = b.op("NEGATE", [rounded, _zero(L), _zero(L)], x.shape, "fp32", {})
+    signed = b.op("SELECT", [negative, negated, rounded], x.shape, "fp32")
+    q = b.clamp(b.binary("ADD", signed, _k(L, float(o.zero_point), rank)), -128.0, 127.0)
+    b.op("CAST", [q], o.shape, "int8", {}, L.out())
+
+
+def dequantize(L: Lowering):
+    """int8 -> float32: (q - zp) * scale, exact in fp32."""
+    x, o = L.t(0), L.o()
+    if x.dtype not in ("INT8", "INT16") or len(x.scales) != 1:
+        L.fail(f"input '{x.name}' is {x.dtype} with {len(x.scales)} scales; per-tensor int8 "
+               "or int16 is supported")
+    b, rank = L.b, len(x.shape)
+    f = b.op("CAST", [L.value(0)], x.shape, "fp32", {})
+    centred = b.binary("SUB", f, _k(L, float(x.zero_point), rank))
+    y = _mul(L, centred, _k(L, float(F32(x.scale)), rank))
+    b.reshape(y, o.shape, L.out())
+
+
+BUILTINS = {
+    "CONV_2D": conv_2d, "DEPTHWISE_CONV_2D": depthwise_conv_2d, "TRANSPOSE_CONV": transpose_conv,
+    "FULLY_CONNECTED": fully_connected, "BATCH_MATMUL": batch_matmul,
+    "AVERAGE_POOL_2D": average_pool_2d, "MAX_POOL_2D": max_pool_2d,
+    "ADD": add, "SUB": sub, "MUL": mul, "SQUARED_DIFFERENCE": squared_difference,
+    "MAXIMUM": maximum, "MINIMUM": minimum, "LOGISTIC": logistic, "TANH": tanh,
+    "RELU": _clamped(0.0, FLT_MAX), "RELU6": _clamped(0.0, 6.0),
+    "RELU_N1_TO_1": _clamped(-1.0, 1.0), "RELU_0_TO_1": _clamped(0.0, 1.0),
+    "HARD_SWISH": hard_swish, "LEAKY_RELU": leaky_relu, "PRELU": prelu,
+    "SOFTMAX": softmax, "LOG_SOFTMAX": log_softmax, "MEAN": mean, "SUM": sum_,
+    "ARG_MAX": arg_max, "ARG_MIN": arg_min, "RESIZE_BILINEAR": resize_bilinear,
+    "QUANTIZE": quantize, "DEQUANTIZE": dequantize,
+}
