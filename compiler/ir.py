@@ -58,6 +58,7 @@ class Graph:
     version: tuple[int, int, int] = (1, 0, 0)
     regions: dict[str, "Graph"] = field(default_factory=dict)   # control-flow bodies by name
     source: str = ""
+    draft: bool = False                  # it declares the TOSA 1.1 draft (EXT-SHAPE)
 
     def copy(self) -> "Graph":
         """A copy the compiler may rewrite while this one stays as loaded: new tensor and
@@ -67,7 +68,7 @@ class Graph:
                      [replace(o, inputs=list(o.inputs), outputs=list(o.outputs),
                               attrs=dict(o.attrs)) for o in self.operators],
                      list(self.inputs), list(self.outputs), self.version,
-                     {name: g.copy() for name, g in self.regions.items()}, self.source)
+                     {name: g.copy() for name, g in self.regions.items()}, self.source, self.draft)
 
     def producers(self) -> dict[str, Operator]:
         return {t: op for op in self.operators for t in op.outputs}

@@ -191,12 +191,19 @@ def _read_block(block, source: str) -> Graph:
         for key in _VALUE_FIELDS.intersection(attrs):
             attrs[key] = _decode_value(attrs[key], tensors[inputs[0]].dtype if inputs else "")
         operators.append(Operator(op_name, inputs, outputs, attrs, location, i))
+        if op_name == "CONST_SHAPE" and outputs and tensors[outputs[0]].data is None \
+                and tensors[outputs[0]].shape == (0,):
+            tensors[outputs[0]].data = np.zeros(0, np.int64)   # the empty shape_t has no bytes
     graph_inputs = [block.Inputs(j).decode() for j in range(block.InputsLength())]
     graph_outputs = [block.Outputs(j).decode() for j in range(block.OutputsLength())]
     for name in graph_inputs + graph_outputs:
         if name not in tensors:
             raise ModelError(f"graph input/output '{name}' is not a tensor of the block")
     return Graph(tensors, operators, graph_inputs, graph_outputs, source=source)
+
+
+def version_text(version, draft: bool = False) -> str:
+    return ".".join(map(str, version)) + ("-draft" if draft else "")
 
 
 def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
@@ -206,6 +213,7 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
         fb = TosaGraph.GetRootAs(buf, 0)
         v = fb.Version()
         version = (v._Major(), v._Minor(), v._Patch()) if v is not None else (0, 0, 0)
+        draft = bool(v._Draft()) if v is not None else False
         regions = {}
         for r in range(fb.RegionsLength()):
             region = fb.Regions(r)
@@ -223,10 +231,11 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
     main = regions.pop("main", None)
     if main is None:
         raise ModelError(f"{source}: no region named 'main' (found: {', '.join(regions)})")
-    if version[0] != 1 or version[1] != 0:
-        raise UnsupportedError(f"{source}: TOSA version {'.'.join(map(str, version))}; npu-sim "
-                               "implements TOSA 1.0")
+    if version[:2] != (1, 0) and not (version[:2] == (1, 1) and draft):
+        raise UnsupportedError(f"{source}: TOSA version {version_text(version, draft)}; npu-sim "
+                               "implements TOSA 1.0 (and, experimentally, the 1.1 draft's EXT-SHAPE)")
     main.version = version
+    main.draft = version[:2] == (1, 1)           # (1.0 files often carry the flag's default, set)
     main.regions = regions
     return main
 

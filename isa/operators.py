@@ -51,6 +51,7 @@ class OperatorDef:
     internal: bool = False                       # made by the compiler, never by a frontend
     op_class: str = ""                           # VECTOR_CLASSES entry of a vector operator
     fp_class: tuple[str, ...] = ()               # its FLOAT_CLASSES passes on float operands
+    draft: bool = False                          # experimental: a TOSA 1.1-draft operator
 
     @property
     def operand_names(self) -> tuple[str, ...]:
@@ -145,12 +146,22 @@ _ROWS = [
     _op("VARIABLE", "control", "none"),
     _op("VARIABLE_READ", "control", "dma", variadic=True),
     _op("VARIABLE_WRITE", "control", "dma", variadic=True),
+    # shape operators (TOSA 1.1 draft, EXT-SHAPE; experimental): shape_t values are resolved
+    # when the graph is compiled, as the spec requires of every shape_t, so they have no step
+    *(_op(name, "shape", "none", ("input1:attr", "input2:attr"), draft=True) for name in (
+        "ADD_SHAPE", "SUB_SHAPE", "MUL_SHAPE", "DIV_CEIL_SHAPE", "DIV_FLOOR_SHAPE", "MOD_SHAPE",
+        "MAX_SHAPE", "MIN_SHAPE", "ASSERT_EQUAL_SHAPE")),
+    *(_op(name, "shape", "none", ("input:attr",), draft=True)
+      for name in ("EXP2_SHAPE", "LOG2_CEIL_SHAPE", "LOG2_FLOOR_SHAPE")),
+    _op("CONCAT_SHAPE", "shape", "none", variadic=True, draft=True),
+    _op("SLICE_SHAPE", "shape", "none", ("input:attr", "start:attr", "size:attr"), draft=True),
+    _op("DIM", "shape", "none", ("input1:attr",), draft=True),      # reads only the shape
     # one result of a packed multi-result host operator (compiler/steps.py)
     _op("HOST_UNPACK", "control", "host", ("packed",), "host", internal=True),
 ]
 
 OPERATORS: dict[str, OperatorDef] = {row.name: row for row in _ROWS}
-FAMILIES = ("tensor_ops", "elementwise", "data_layout", "conversion", "control")
+FAMILIES = ("tensor_ops", "elementwise", "data_layout", "conversion", "control", "shape")
 
 
 def names(**match) -> frozenset[str]:

@@ -29,7 +29,8 @@ PRESET_DIR = Path(_presets.__file__).parent     # the repository's configs/, ins
 
 PROFILES = ("PRO-INT", "PRO-FP")
 EXTENSIONS = ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND", "EXT-CONTROLFLOW", "EXT-VARIABLE",
-              "EXT-BF16", "EXT-FP8E4M3", "EXT-FP8E5M2", "EXT-FFT")
+              "EXT-BF16", "EXT-FP8E4M3", "EXT-FP8E5M2", "EXT-FFT",
+              "EXT-SHAPE")     # EXT-SHAPE: TOSA 1.1 draft, experimental (graphs declaring the draft)
 # The profile an extension extends ([SPEC] tosa.xml <profile_extensions>); the others extend both.
 _EXTENSION_PROFILE = {"EXT-INT16": "PRO-INT", "EXT-INT4": "PRO-INT", "EXT-DOUBLEROUND": "PRO-INT",
                       "EXT-INEXACTROUND": "PRO-INT", "EXT-BF16": "PRO-FP", "EXT-FP8E4M3": "PRO-FP",

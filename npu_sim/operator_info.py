@@ -35,6 +35,9 @@ def _dtypes(spec) -> str:
     if spec is None:
         return "any (checked by its rules)"
     seen: dict[str, None] = {}
+    for arg in spec.inputs + spec.outputs:          # literal element types (shape_t, ...)
+        if arg.type is not None and not arg.type.endswith("_t"):
+            seen[arg.type] = None
     for row in spec.rows:
         ext = row.get("ext")
         for var, dtype in row.items():
@@ -103,6 +106,9 @@ def describe(name: str) -> str:
              + (f", float passes {'+'.join(row.fp_class)}" if row.fp_class else ""),
              f"  operands   {operands}",
              f"  dtypes     {_dtypes(SPECS.get(key))}"]
+    if row.draft:
+        lines.append("  status     experimental: TOSA 1.1 draft, for graphs declaring the draft on a "
+                     "config with EXT-SHAPE; computed when the graph is compiled")
     lines += [f"  {what:<34} {where}" for what, where in entries(key)]
     return "\n".join(lines) + "\n"
 

@@ -5,6 +5,8 @@ model the expected outputs, `npu-sim conformance` runs them.
     python tests/conformance_suite.py --out DIR [-j N]            # the full suite
     python tests/conformance_suite.py --out DIR --sample [-j N]   # the CI sample
     python tests/conformance_suite.py --out DIR --ops conv2d,add  # some operators only
+    python tests/conformance_suite.py --out DIR --profile ext-shape [--sample]
+                                     # the TOSA 1.1-draft shape operators (EXT-SHAPE), apart
 
 Steps (each skipped when its output is already there, so a run can be resumed):
 1. generate:  the full suite is tosa_verif_conformance_generator (the official selection, its
@@ -14,7 +16,9 @@ Steps (each skipped when its output is already there, so a run can be resumed):
    (tests/validate_cases/build_conformance.py) with the suite's own per-operator selection
    criteria but small shapes (dimensions 1..8), at most 2 tests per permutation, one ERROR_IF
    test per kind, a random mix of constant and variable inputs where the suite has one, and a
-   pinned seed (42).
+   pinned seed (42); it adds CONST_SHAPE tests (a shape_t graph output), which the official
+   selection lacks. `--profile ext-shape` is the same for the 15 shape operators of the TOSA
+   1.1 draft (--tosa-version 1.1.0 --extension tosa-ext-shape, every profile).
 2. expected outputs: the reference model runs every valid test; its outputs go to
    DIR/expected/<test name>/<ofm_file> (tests it calls UNPREDICTABLE or ERROR are listed in
    DIR/expected/reference.json and reported).
@@ -33,6 +37,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -57,16 +62,43 @@ PRO_INT_OPS = (
     "rescale", "const", "identity")
 CONTROLFLOW_OPS = ("cond_if", "while_loop")          # EXT-CONTROLFLOW, run on the host CPU
 SUITE_OPS = PRO_INT_OPS + CONTROLFLOW_OPS
-# CONST_SHAPE has no generator tests of its own: every PAD, RESHAPE, SLICE, TILE and RESIZE
-# test feeds its shape operands from CONST_SHAPE.
+# The official selection has no CONST_SHAPE tests (every PAD, RESHAPE, SLICE, TILE and RESIZE
+# test feeds its shape operands from CONST_SHAPE); tosa_verif_build_tests has some, with the
+# shape_t as the graph output: the sample adds them.
+SAMPLE_ONLY_OPS = ("const_shape",)
+
+# TOSA 1.1-draft shape operators (EXT-SHAPE): every one the generator has (its "shape" group).
+SHAPE_OPS = ("add_shape", "assert_equal_shape", "concat_shape", "dim", "div_ceil_shape",
+             "div_floor_shape", "exp2_shape", "log2_ceil_shape", "log2_floor_shape", "max_shape",
+             "min_shape", "mod_shape", "mul_shape", "slice_shape", "sub_shape")
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One selection of conformance tests: what the generators are asked for."""
+    name: str                    # the --profile value
+    version: str                 # --tosa-version
+    profiles: tuple              # generator --profile values (empty: every profile)
+    extensions: tuple
+    ops: tuple                   # operators of the official selection
+    sample_dtypes: tuple         # --target-dtype of the sample
+    sample_ops: tuple = ()       # operators only the sample generates
+
+
+SUITES = {
+    "pro-int": Suite("pro-int", TOSA_VERSION, (PROFILE,), EXTENSIONS, SUITE_OPS,
+                     ("bool", "int4", "int8", "int16", "int32", "int48", "shape"), SAMPLE_ONLY_OPS),
+    # Reported apart: a draft of the next version, run only because a graph declares it.
+    "ext-shape": Suite("ext-shape", "1.1.0", (), ("tosa-ext-shape",), SHAPE_OPS,
+                       ("bool", "int8", "int16", "int32")),
+}
 
 # Sample selection: the official per-operator selection criteria of the conformance suite
 # (conformance/cts-config_v1.0.json: which parameters are permuted, which covered in full),
 # with at most SAMPLE_MAXIMUM tests per permutation, one ERROR_IF test per kind, small shapes.
 SAMPLE_MAXIMUM = 2
 FALLBACK_SELECTION = {"permutes": ["type"], "maximum": 1}
-SAMPLE_ARGS = ["--target-dtype", "bool", "int4", "int8", "int16", "int32", "int48",
-               "--no-special-tests", "--tensor-dim-range", "1,8"]
+SAMPLE_ARGS = ["--no-special-tests", "--tensor-dim-range", "1,8"]
 BUILD_SCRIPT = HERE / "validate_cases" / "build_conformance.py"
 
 
@@ -107,17 +139,21 @@ def _selection(op: str, official: dict) -> dict:
     return sel
 
 
+def _profile_args(suite: Suite) -> list[str]:
+    return ["--profile", *suite.profiles] if suite.profiles else []
+
+
 def generate_sample(out: Path, ops=SUITE_OPS, seed: int = SAMPLE_SEED, jobs: int = 2,
-                    extensions=EXTENSIONS) -> Path:
+                    extensions=EXTENSIONS, suite: Suite = SUITES["pro-int"]) -> Path:
     """tosa_verif_build_tests per operator, in `jobs` processes; tests land in out/part<i>/."""
     out.mkdir(parents=True, exist_ok=True)
     config = out / "selection.json"
     official = _official_selection()
     config.write_text(json.dumps({op: {"selection": {"default": _selection(op, official)}}
                                   for op in ops}))
-    common = ["--profile", PROFILE, "--extension", *extensions, "--tosa-version", TOSA_VERSION,
+    common = [*_profile_args(suite), "--extension", *extensions, "--tosa-version", suite.version,
               "--test-type", "both", "--seed", str(seed), "--test-selection-config", str(config),
-              *SAMPLE_ARGS]
+              "--target-dtype", *suite.sample_dtypes, *SAMPLE_ARGS]
     # Operators the suite generates with any mix of constant and variable inputs (e.g. a CONV2D
     # bias fed at run time) get that here too.
     mixed = [op for op in ops if "random_const_inputs" in official.get(op, {}).get("support_for", [])]
@@ -147,14 +183,15 @@ def generate_sample(out: Path, ops=SUITE_OPS, seed: int = SAMPLE_SEED, jobs: int
     return out
 
 
-def generate_full(out: Path, ops=None, jobs: int = 2, extensions=EXTENSIONS) -> Path:
+def generate_full(out: Path, ops=None, jobs: int = 2, extensions=EXTENSIONS,
+                  suite: Suite = SUITES["pro-int"]) -> Path:
     """The official conformance selection (tosa_verif_conformance_generator, default seed)."""
     out.mkdir(parents=True, exist_ok=True)
     build = out.parent / "build"
-    cmd = ["tosa_verif_conformance_generator", "--profile", PROFILE, "--extension", *extensions,
-           "--tosa-version", TOSA_VERSION, "--output-type", "binary", "--output-directory", str(out),
+    cmd = ["tosa_verif_conformance_generator", *_profile_args(suite), "--extension", *extensions,
+           "--tosa-version", suite.version, "--output-type", "binary", "--output-directory", str(out),
            "--build-directory", str(build), "-j", str(jobs)]
-    for op in ops or SUITE_OPS:
+    for op in ops or suite.ops:
         log(f"generating {op} ...")
         t0 = time.perf_counter()
         proc = subprocess.run(cmd + ["--operators", op], capture_output=True, text=True, cwd=out.parent)
@@ -231,28 +268,32 @@ def run_npu_sim(tests_dir: Path, expected_dir: Path, results_json: Path, jobs: i
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="working directory")
+    ap.add_argument("--profile", choices=sorted(SUITES), default="pro-int",
+                    help="the selection: pro-int (default), or ext-shape, the TOSA 1.1-draft shape "
+                    "operators (reported apart)")
     ap.add_argument("--sample", action="store_true", help="the small CI sample instead of the full suite")
-    ap.add_argument("--ops", help="comma-separated generator operator names (default: all of "
-                    "PRO-INT, and COND_IF and WHILE_LOOP)")
+    ap.add_argument("--ops", help="comma-separated generator operator names (default: every "
+                    "operator of the selection)")
     ap.add_argument("--no-controlflow", action="store_true", help="leave out EXT-CONTROLFLOW")
     ap.add_argument("--seed", type=int, default=SAMPLE_SEED, help="sample seed (default 42)")
     ap.add_argument("--config", help="npu-sim config (default: default)")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--skip-generate", action="store_true", help="reuse DIR/tests as it is")
     args = ap.parse_args(argv)
+    suite = SUITES[args.profile]
     out = args.out.resolve()
-    ops = tuple(args.ops.split(",")) if args.ops else SUITE_OPS
-    exts = EXTENSIONS
+    ops = tuple(args.ops.split(",")) if args.ops else suite.ops + (suite.sample_ops if args.sample else ())
+    exts = suite.extensions
     if args.no_controlflow:
-        exts = tuple(e for e in EXTENSIONS if e != CONTROLFLOW)
+        exts = tuple(e for e in exts if e != CONTROLFLOW)
         ops = tuple(op for op in ops if op not in CONTROLFLOW_OPS)
     tests_dir = out / "tests"
     t0 = time.perf_counter()
     if not args.skip_generate:
         if args.sample:
-            generate_sample(tests_dir, ops, args.seed, args.jobs, exts)
+            generate_sample(tests_dir, ops, args.seed, args.jobs, exts, suite)
         else:
-            generate_full(tests_dir, ops, args.jobs, exts)
+            generate_full(tests_dir, ops, args.jobs, exts, suite)
     log(f"generated in {time.perf_counter() - t0:.0f} s")
     from npu_sim import conformance as conf
     tests = conf.find_tests([tests_dir])

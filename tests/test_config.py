@@ -80,7 +80,8 @@ def test_default_preset_details():
     assert (cfg.dma.channels, cfg.dma.bytes_per_cycle, cfg.dma.setup_cycles) == (2, 32.0, 32)
     assert list(cfg.memories) == ["dram"] and cfg.memories["dram"].size == 512 << 20
     assert cfg.tosa.extensions == ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND",
-                                   "EXT-CONTROLFLOW", "EXT-VARIABLE", "EXT-BF16")
+                                   "EXT-CONTROLFLOW", "EXT-VARIABLE", "EXT-BF16",
+                                   "EXT-SHAPE")
     assert cfg.tosa.profiles == ("PRO-INT", "PRO-FP")
     assert cfg.cpu_baseline.name == "Cortex-A55-like" and cfg.driver_overhead_us == 20.0
 

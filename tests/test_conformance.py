@@ -26,36 +26,44 @@ import conformance_suite as cs
 from npu_sim import conformance as conf
 from npu_sim.cli import main as cli_main
 
-# Exceptions to 100%, each with its reason (also listed in the README).
-# The generator labels bool GATHER/SCATTER tests as TOSA 1.0 PRO-INT, but tosa.xml adds that type
-# row in version 1.1 (version_added="1.1"); npu-sim implements 1.0 and refuses them.
-TOSA_1_1_ROWS = {("GATHER", "_b_"), ("SCATTER", "_b_")}
-KNOWN_EXCEPTIONS = "the type combination in_out_t=bool, index_t=int32 was added in TOSA 1.1"
 EXTENSIONS = {"tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround", "tosa-ext-inexactround",
               "tosa-ext-controlflow"}
-OPERATORS = sorted(op.upper() for op in cs.SUITE_OPS)
-NO_ERROR_IF_TESTS = {"CONST", "IDENTITY"}        # the generator has no ERROR_IF tests for these
+OPERATORS = sorted(op.upper() for op in cs.SUITE_OPS + cs.SAMPLE_ONLY_OPS)
+SHAPE_OPERATORS = sorted(op.upper() for op in cs.SHAPE_OPS)
+# the generator has no ERROR_IF tests for these
+NO_ERROR_IF_TESTS = {"CONST", "IDENTITY", "CONST_SHAPE"}
 
 
 def _known_exception(row: dict) -> bool:
-    return (any(row["operator"] == op and tag in Path(row["test"]).name for op, tag in TOSA_1_1_ROWS)
-            and row["status"] == "fail" and KNOWN_EXCEPTIONS in row["message"])
+    """Exceptions to 100% (also listed in the README): none at present."""
+    return False
 
 
-@pytest.fixture(scope="session")
-def suite(tmp_path_factory):
-    """Generate the sample, its expected outputs, and run it through npu-sim (2 processes)."""
+def _run_sample(root: Path, suite: cs.Suite, ops) -> dict:
     try:
         import generator.tosa_verif_build_tests  # noqa: F401  (is the generator there?)
     except ImportError:
         pytest.skip("tosa_verif_build_tests (tosa-tools) is not installed")
-    root = tmp_path_factory.mktemp("conformance")
-    cs.generate_sample(root / "tests", cs.SUITE_OPS, cs.SAMPLE_SEED, jobs=2)
+    cs.generate_sample(root / "tests", ops, cs.SAMPLE_SEED, 2, suite.extensions, suite)
     tests = conf.find_tests([root / "tests"])
     reference = cs.reference_outputs(tests, root / "expected", jobs=2)
     results = [r.to_json() for r in conf.run_tests(tests, None, root / "out", root / "expected", jobs=2)]
     descs = {str(t): conf.load_desc(t) for t in tests}
     return {"root": root, "tests": tests, "reference": reference, "results": results, "descs": descs}
+
+
+@pytest.fixture(scope="session")
+def suite(tmp_path_factory):
+    """Generate the sample, its expected outputs, and run it through npu-sim (2 processes)."""
+    return _run_sample(tmp_path_factory.mktemp("conformance"), cs.SUITES["pro-int"],
+                       cs.SUITE_OPS + cs.SAMPLE_ONLY_OPS)
+
+
+@pytest.fixture(scope="session")
+def shape_suite(tmp_path_factory):
+    """The TOSA 1.1-draft shape operators' sample (EXT-SHAPE), reported apart."""
+    return _run_sample(tmp_path_factory.mktemp("conformance_shape"), cs.SUITES["ext-shape"],
+                       cs.SHAPE_OPS)
 
 
 def test_sample_covers_every_operator_and_extension(suite):
@@ -81,9 +89,8 @@ def test_reference_model_ran_every_valid_test(suite):
     assert not bad, f"the reference model gave no outputs for {bad}"
 
 
-@pytest.mark.parametrize("op", OPERATORS)
-def test_operator_conforms(suite, op):
-    rows = [r for r in suite["results"] if r["operator"] == op]
+def _conforms(results, op):
+    rows = [r for r in results if r["operator"] == op]
     problems = []
     for r in rows:
         name = Path(r["test"]).name
@@ -97,6 +104,30 @@ def test_operator_conforms(suite, op):
     assert not problems, f"{len(problems)} of {len(rows)} {op} tests:\n" + "\n".join(problems)
 
 
+@pytest.mark.parametrize("op", OPERATORS)
+def test_operator_conforms(suite, op):
+    _conforms(suite["results"], op)
+
+
+FP_TAGS = ("_f16", "_f32", "_bf16", "_f8e4m3", "_f8e5m2")
+
+
+def _integer_only(results):
+    """The rows of tests the default config runs (DIM tests of float tensors need PRO-FP)."""
+    return [r for r in results if r["status"] != "skipped"
+            or not any(tag in Path(r["test"]).name for tag in FP_TAGS)]
+
+
+@pytest.mark.parametrize("op", SHAPE_OPERATORS)
+def test_shape_operator_conforms(shape_suite, op):
+    """Every EXT-SHAPE operator of the 1.1 draft: valid tests bit-exact, ERROR_IF tests refused."""
+    rows = [r for r in shape_suite["results"] if r["operator"] == op]
+    assert any(not r["expected_failure"] and r["status"] == "pass" for r in rows), f"no valid {op} test ran"
+    assert any(r["expected_failure"] for r in rows), f"no ERROR_IF {op} test"
+    assert not {k: v for k, v in shape_suite["reference"].items() if v[0] != "ok"}
+    _conforms(_integer_only(shape_suite["results"]), op)
+
+
 HOST_OPERATORS = {"GATHER", "SCATTER", "COND_IF", "WHILE_LOOP"}
 
 
@@ -105,7 +136,7 @@ def test_operators_run_on_the_npu_except_the_host_ones(suite):
     SCATTER and control flow, which the modelled host CPU runs."""
     wrong = set()
     for r in suite["results"]:
-        if r["status"] != "pass" or r["operator"] in ("CONST", "IDENTITY", "RESHAPE"):
+        if r["status"] != "pass" or r["operator"] in ("CONST", "CONST_SHAPE", "IDENTITY", "RESHAPE"):
             continue       # (may compile to no operation at all)
         on_host = r["host_ops"] > 0
         if on_host != (r["operator"] in HOST_OPERATORS) or (not on_host and r["npu_ops"] < 1):

@@ -631,9 +631,6 @@ GEN_SEED = 42
 GEN_EXTENSIONS = ("tosa-ext-int16", "tosa-ext-int4", "tosa-ext-doubleround", "tosa-ext-inexactround",
                   "tosa-ext-controlflow")
 NO_ERROR_IF_TESTS = {"identity", "const"}       # the generator has no ERROR_IF tests for these
-# The generator labels bool GATHER/SCATTER as TOSA 1.0 PRO-INT, but tosa.xml adds that type row in
-# version 1.1 (version_added="1.1"); validate() reports it as unsupported.
-TOSA_1_1_ROWS = {("GATHER", "bool"), ("SCATTER", "bool")}
 # Per operator: one positive test per type combination, two negative tests per ERROR_IF kind.
 SELECTION = {"permutes": ["type"], "maximum": 1, "num_errorifs": 2, "groups": []}
 
@@ -698,10 +695,6 @@ def test_conformance_positive_tests_accepted(conformance, op):
     refused = []
     for path, desc in tests:
         err = _run(path, desc)
-        graph = load_model(path / desc["tosa_file"]) if err is not None else None
-        if (err is not None and isinstance(err, UnsupportedError) and "added in TOSA 1.1" in str(err)
-                and (graph.operators[-1].op, graph.tensors[graph.inputs[0]].dtype) in TOSA_1_1_ROWS):
-            continue
         if err is not None:
             refused.append(f"{path.name}: {err}")
     assert not refused, f"{len(refused)} of {len(tests)} positive tests refused: {refused}"

@@ -10,9 +10,10 @@
                     GATHER, SCATTER, RESIZE
     conversion.py   CAST, RESCALE
     control.py      CONST, CONST_SHAPE, IDENTITY, COND_IF, WHILE_LOOP, VARIABLE*
+    shape.py        the TOSA 1.1-draft shape operators (EXT-SHAPE), computed as they are checked
     graph.py        the driver and the graph-level rules
 """
-from . import control, conversion, data_layout, elementwise, tensor_ops  # noqa: F401  (register checks)
+from . import control, conversion, data_layout, elementwise, shape, tensor_ops  # noqa: F401  (register checks)
 from .context import LEVELS, Level
 from .graph import validate
 from .registry import CHECKS

@@ -30,11 +30,12 @@ class Level:
     MAX_LOG2_SIZE: int
     MAX_NESTING: int
     MAX_TENSOR_LIST_SIZE: int
+    MAX_SHAPE_LEN: int          # TOSA 1.1 draft: the length of a shape_t (EXT-SHAPE)
 
 
 LEVELS = {
-    "8K": Level("8K", 6, 8192, 8192, 256, 31, 6, 64),
-    "none": Level("none", 32, (1 << 31) - 1, (1 << 31) - 1, 2048, 63, 256, 256),
+    "8K": Level("8K", 6, 8192, 8192, 256, 31, 6, 64, 16),
+    "none": Level("none", 32, (1 << 31) - 1, (1 << 31) - 1, 2048, 63, 256, 256, 64),
 }
 _LEVEL_ALIASES = {"8K": "8K", "EIGHTK": "8K", "LEVEL8K": "8K", "NONE": "none", "NO": "none"}
 
@@ -46,7 +47,9 @@ _LEVEL_ALIASES = {"8K": "8K", "EIGHTK": "8K", "LEVEL8K": "8K", "NONE": "none", "
 PRO_INT_EXTENSIONS = ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND",
                       "EXT-CONTROLFLOW", "EXT-VARIABLE", "EXT-DYNAMIC")
 PRO_FP_EXTENSIONS = ("EXT-BF16", "EXT-FP8E4M3", "EXT-FP8E5M2", "EXT-FFT")
-TOSA_1_1_EXTENSIONS = ("EXT-SHAPE", "EXT-INT64", "EXT-MXFP-CONV", "EXT-MX-COMMON", "EXT-MX-INT8",
+# TOSA 1.1-draft extensions npu-sim implements, experimentally, for graphs that declare the draft.
+DRAFT_EXTENSIONS = ("EXT-SHAPE",)
+TOSA_1_1_EXTENSIONS = ("EXT-INT64", "EXT-MXFP-CONV", "EXT-MX-COMMON", "EXT-MX-INT8",
                        "EXT-MX-FP4E2M1", "EXT-MX-FP6E2M3", "EXT-MX-FP6E3M2", "EXT-MX-FP8E4M3",
                        "EXT-MX-FP8E5M2")
 
@@ -70,7 +73,7 @@ def normalize_extension(ext: str) -> str:
         name = name[5:]
     if not name.startswith("EXT-"):
         name = "EXT-" + name
-    if name in PRO_INT_EXTENSIONS or name in PRO_FP_EXTENSIONS:
+    if name in PRO_INT_EXTENSIONS or name in PRO_FP_EXTENSIONS or name in DRAFT_EXTENSIONS:
         return name
     if name in TOSA_1_1_EXTENSIONS:
         raise UnsupportedError(f"extension {name} is not part of TOSA 1.0 (it is a TOSA 1.1 draft "
@@ -92,6 +95,7 @@ class Config:
     extensions: frozenset
     level: Level
     root: Graph
+    draft: bool = False          # the graph declares the TOSA 1.1 draft (shape operators)
 
     @classmethod
     def make(cls, graph: Graph, profiles, extensions, level) -> "Config":
@@ -105,7 +109,8 @@ class Config:
             if ext in PRO_FP_EXTENSIONS and "PRO-FP" not in profiles:
                 raise UnsupportedError(f"extension {ext} extends PRO-FP, which is not among the "
                                        f"profiles ({', '.join(sorted(profiles))})")
-        return cls(profiles, extensions, normalize_level(level), graph)
+        return cls(profiles, extensions, normalize_level(level), graph,
+                   bool(getattr(graph, "draft", False)))
 
     def has(self, ext: str) -> bool:
         """An extension, or a profile (type rows of PRO-FP name the profile as their need)."""

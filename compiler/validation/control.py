@@ -12,7 +12,7 @@ from .registry import check
 @check("CONST", "CONST_SHAPE")
 def const(ctx: OpContext) -> None:
     tensor = ctx.tensor("output")
-    if tensor.data is None and not (tensor.dtype == "shape" and tuple(tensor.shape) == (0,)):
+    if tensor.data is None:
         ctx.fail(f"{ctx.op.op} output '{tensor.name}' carries no values", "values is not given",
                  tensor.name)
     expected = 1 if not tensor.shape else int(np.prod(tensor.shape, dtype=np.int64))

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from npu_sim.isa.operators import OPERATORS
+
 from .context import ELEMENT_BYTES, OpContext, fmt_shape
-from .spec import MAX, MAX_1, TOSA_1_1, TYPE_VARS
+from .spec import MAX, MAX_1, TYPE_VARS
 
 
 def _operands(ctx: OpContext, with_outputs: bool = True):
@@ -135,10 +137,7 @@ def check_types(ctx: OpContext) -> None:
     usable = [r for r in cands if r["ext"] is None or ctx.cfg.has(r["ext"])]
     if not usable:
         combo = ", ".join(f"{k}={v}" for k, v in matched.items())
-        if all(r["ext"] == TOSA_1_1 for r in cands):
-            ctx.unsupported(f"the type combination {combo} was added in TOSA 1.1; npu-sim implements "
-                            "TOSA 1.0")
-        exts = " or ".join(sorted({r["ext"] for r in cands if r["ext"] != TOSA_1_1}))
+        exts = " or ".join(sorted({r["ext"] for r in cands}))
         ctx.need_extension(exts, f"the type combination {combo}")
     ctx.row = dict(usable[0])
 
@@ -150,16 +149,17 @@ def check_ctc(ctx: OpContext) -> None:
         if not arg.ctc:
             continue
         prod = ctx.producers.get(name)
-        if prod is not None and prod.op in ("CONST", "CONST_SHAPE"):
-            continue
+        if prod is not None and (prod.op in ("CONST", "CONST_SHAPE")
+                                 or getattr(OPERATORS.get(prod.op), "family", "") == "shape"):
+            continue                    # (a shape operator's inputs are CTCs in turn)
         if name in ctx.graph.inputs:
             source = "a graph input"
         elif prod is None:
             source = "not produced by any operator"
         else:
             source = f"produced by operator {prod.describe()}"
-        ctx.fail(f"{arg.name} must be a compile-time constant (output of CONST or CONST_SHAPE) but "
-                 f"'{name}' is {source}", f"{arg.name} is not a compile-time constant (CTC)", name)
+        ctx.fail(f"{arg.name} must be a compile-time constant (output of CONST, CONST_SHAPE or a "
+                 f"shape operator) but '{name}' is {source}", f"{arg.name} is not a compile-time constant (CTC)", name)
 
 
 def check_shapes(ctx: OpContext) -> None:

@@ -1,12 +1,14 @@
 """The driver: graph-level rules, then every operator's checks in file order.
 
 Graph-level rules ([SPEC] chapters/operators.adoc "Operator Graphs"): graph inputs and outputs
-exist and are not shape_t; every tensor is produced once; operators use only tensors that are
+exist and inputs are not shape_t (outputs may be: Arm's generator makes CONST_SHAPE outputs
+and the reference model writes them, as int64); every tensor is produced once; operators use only tensors that are
 graph inputs or produced by an operator; every graph output is produced; no cycles.
 """
 from __future__ import annotations
 
 from npu_sim.isa.errors import UnsupportedError, ValidationError
+from npu_sim.isa.operators import OPERATORS
 
 from ..ir import Graph, Operator
 from . import generic
@@ -25,8 +27,15 @@ def validate(graph: Graph, profiles=("PRO-INT",), extensions=(), level: str = "8
     """
     cfg = Config.make(graph, profiles, extensions, level)
     version = tuple(getattr(graph, "version", (1, 0, 0)))
-    if version[:2] != (1, 0):
-        raise UnsupportedError(f"TOSA version {'.'.join(map(str, version))}: npu-sim implements TOSA 1.0")
+    text = ".".join(map(str, version))
+    if cfg.draft and version[:2] == (1, 1):
+        if not cfg.has("EXT-SHAPE"):
+            raise UnsupportedError(f"TOSA version {text}-draft: npu-sim runs TOSA 1.1-draft graphs only "
+                                   "for the experimental EXT-SHAPE operators, and EXT-SHAPE is not "
+                                   f"enabled (enabled: {cfg.enabled_text()})")
+    elif version[:2] != (1, 0):
+        raise UnsupportedError(f"TOSA version {text}: npu-sim implements TOSA 1.0 (and, "
+                               "experimentally, the 1.1 draft's EXT-SHAPE)")
     _validate_graph(cfg, graph, depth=0)
 
 
@@ -43,9 +52,9 @@ def _validate_graph(cfg: Config, graph: Graph, depth: int) -> None:
             if name not in tensors:
                 _graph_fail(f"graph {kind} '{name}' is not a tensor of the graph",
                             f"graph {kind} is not a declared tensor", name)
-            if tensors[name].dtype == "shape":
-                _graph_fail(f"graph {kind} '{name}' is a shape_t tensor; graph inputs and outputs may "
-                            "not be shape_t", f"graph {kind} has type shape_t", name)
+            if tensors[name].dtype == "shape" and kind == "input":
+                _graph_fail(f"graph input '{name}' is a shape_t tensor; graph inputs may not be "
+                            "shape_t", "graph input has type shape_t", name)
             if kind == "input" and name in seen:
                 _graph_fail(f"graph input '{name}' is listed twice", "graph input listed twice", name)
             seen.add(name)
@@ -79,6 +88,9 @@ def check_operator(ctx: OpContext) -> None:
         ctx.need_extension("PRO-FP", name)
     if spec is None and name not in CHECKS:
         _unsupported_operator(ctx.op)
+    if OPERATORS[name].draft and not ctx.cfg.draft:
+        raise UnsupportedError(f"operator {ctx.op.describe()}: {name} is a TOSA 1.1-draft operator "
+                               "(EXT-SHAPE); the graph declares TOSA 1.0")
     if spec is not None:
         ctx.spec = spec
         if spec.extension:

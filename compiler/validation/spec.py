@@ -22,7 +22,6 @@ MAX_1 = "MAX-1"     # rank bound: MAX_RANK - 1
 I4, I8, I16, I32, I48, BOOL, SHAPE = "int4", "int8", "int16", "int32", "int48", "bool", "shape"
 FP32, FP16, BF16, FP8E4M3, FP8E5M2 = "fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2"
 PRO_FP = "PRO-FP"       # the need of a PRO-FP type row (rows without a need are PRO-INT's)
-TOSA_1_1 = "TOSA-1.1"   # pseudo-extension of type rows added after 1.0 (reported as unsupported)
 TYPE_VARS = ("in_t", "out_t", "in_out_t", "weight_t", "acc_t", "table_t", "index_t", "mode")
 
 
@@ -56,8 +55,8 @@ def T(name, type_, shape, rank=(0, MAX), ctc=False, role=""):
     return Arg(name, type_, shape, rank, ctc, False, role)
 
 
-def L(name, type_, rank=(0, MAX)):
-    return Arg(name, type_, "*", rank, False, True)
+def L(name, type_, rank=(0, MAX), ctc=False):
+    return Arg(name, type_, "*", rank, ctc, True)
 
 
 def R(ext=None, **types):
@@ -127,8 +126,10 @@ def _fp_rows(var: str, exts=_FP, **other):
 _BOOL = _rows("in_out_t", BOOL)
 _LAYOUT = _rows("in_out_t", BOOL, I8, I16, I32)
 _CMP = (R(in_t=I32, out_t=BOOL),) + _fp_rows("in_t", out_t=BOOL)
-_GATHER_ROWS = tuple(R(in_out_t=d, index_t=I32) for d in (I8, I16, I32)) + (
-    R(TOSA_1_1, in_out_t=BOOL, index_t=I32),) + _fp_rows("in_out_t", _FP_ALL, index_t=I32)     # bool GATHER/SCATTER: version_added="1.1"
+# bool GATHER/SCATTER: tosa.xml adds the row in 1.1 (version_added="1.1"), but Arm's generator
+# makes 1.0 PRO-INT tests of it and the reference model runs them; npu-sim follows the model.
+_GATHER_ROWS = tuple(R(in_out_t=d, index_t=I32) for d in (BOOL, I8, I16, I32)) \
+    + _fp_rows("in_out_t", _FP_ALL, index_t=I32)
 
 # CAST's float rows, by the extension (or profile) each needs ([SPEC] tosa.xml CAST)
 _FP_CASTS = {
@@ -139,6 +140,18 @@ _FP_CASTS = {
     "EXT-FP8E4M3": [(FP8E4M3, f) for f in (FP16, BF16, FP32)] + [(FP16, FP8E4M3), (FP32, FP8E4M3)],
     "EXT-FP8E5M2": [(FP8E5M2, f) for f in (FP16, BF16, FP32)] + [(FP16, FP8E5M2), (FP32, FP8E5M2)],
 }
+
+
+def _SHAPE_ARG(name, ctc=False):
+    return T(name, SHAPE, "*", (1, 1), ctc=ctc)
+
+
+def _shape(inputs: int, outputs: int = 1) -> Spec:
+    """An elementwise shape operator: shape_t operands (compile-time constants) of one length."""
+    names = ("input1", "input2") if inputs == 2 else ("input",)
+    return Spec(inputs=tuple(_SHAPE_ARG(n, ctc=True) for n in names),
+                outputs=(_SHAPE_ARG("output"),) * outputs, rows=(R(),), extension="EXT-SHAPE")
+
 
 SPECS: dict[str, Spec] = {
     # ---- tensor operators ------------------------------------------------------------------
@@ -268,14 +281,26 @@ SPECS: dict[str, Spec] = {
                      outputs=(T("output", "in_out_t", "@shape"),),
                      rows=_rows("in_out_t", BOOL, I8, I16, I32,
                                 **{"EXT-INT4": (I4,), "EXT-INT16": (I48,)}, **_FP_ALL)),
+    # ---- shape operators (TOSA 1.1 draft, EXT-SHAPE) -------------------------------------------
+    **{name: _shape(2) for name in ("ADD_SHAPE", "SUB_SHAPE", "MUL_SHAPE", "DIV_CEIL_SHAPE",
+                                    "DIV_FLOOR_SHAPE", "MOD_SHAPE", "MAX_SHAPE", "MIN_SHAPE")},
+    **{name: _shape(1) for name in ("EXP2_SHAPE", "LOG2_CEIL_SHAPE", "LOG2_FLOOR_SHAPE")},
+    "ASSERT_EQUAL_SHAPE": _shape(2, outputs=0),
+    "CONCAT_SHAPE": Spec(inputs=(L("input", SHAPE, (1, 1), ctc=True),),
+                         outputs=(_SHAPE_ARG("output"),), rows=(R(),), extension="EXT-SHAPE"),
+    "SLICE_SHAPE": Spec(inputs=(_SHAPE_ARG("input", ctc=True), T("start", I32, "1", ctc=True),
+                                T("size", I32, "1", ctc=True)),
+                        outputs=(_SHAPE_ARG("output"),), rows=(R(),), extension="EXT-SHAPE"),
+    # DIM reads only its input's shape. tosa.xml marks input1 CTC, but Arm's generator feeds it
+    # from a graph input and the reference model runs that; npu-sim follows the model.
+    "DIM": Spec(inputs=(T("input1", "in_t", "@shape", (1, MAX)),), outputs=(_SHAPE_ARG("output"),),
+                rows=_rows("in_t", BOOL, I8, I16, I32), extension="EXT-SHAPE"),
 }
 
 # Operators of TOSA 1.0 that are not in PRO-INT, and TOSA 1.1 additions (for messages).
 PRO_FP_ONLY = frozenset({"FFT2D", "RFFT2D", "ERF", "SIGMOID", "TANH", "POW", "CEIL", "COS", "EXP",
                          "FLOOR", "LOG", "RECIPROCAL", "RSQRT", "SIN", "REDUCE_PRODUCT"})
 TOSA_1_1_ONLY = frozenset({
-    "MATMUL_T_BLOCK_SCALED", "CAST_FROM_BLOCK_SCALED", "CAST_TO_BLOCK_SCALED", "DIM", "CONCAT_SHAPE",
-    "ADD_SHAPE", "SUB_SHAPE", "MUL_SHAPE", "SLICE_SHAPE", "EXP2_SHAPE", "LOG2_CEIL_SHAPE",
-    "LOG2_FLOOR_SHAPE", "MAX_SHAPE", "MIN_SHAPE", "MOD_SHAPE", "DIV_CEIL_SHAPE", "DIV_FLOOR_SHAPE",
-    "ASSERT_EQUAL_SHAPE", "CONV2D_BLOCK_SCALED", "MAX_POOL2D_ADAPTIVE", "AVG_POOL2D_ADAPTIVE",
+    "MATMUL_T_BLOCK_SCALED", "CAST_FROM_BLOCK_SCALED", "CAST_TO_BLOCK_SCALED",
+    "CONV2D_BLOCK_SCALED", "MAX_POOL2D_ADAPTIVE", "AVG_POOL2D_ADAPTIVE",
     "RESHAPE_BLOCK_SCALED", "ROW_GATHER_BLOCK_SCALED", "ROW_GATHER", "MATMUL_T"})
