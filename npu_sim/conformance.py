@@ -163,7 +163,7 @@ def _generate_input(desc: dict, name: str) -> np.ndarray:
 def read_inputs(test_dir: Path, desc: dict, graph) -> dict[str, np.ndarray]:
     """Input arrays by graph input name, in the storage dtype of the graph's tensors."""
     import numpy as np
-    from npu_sim.isa.dtypes import STORAGE
+    from npu_sim.isa.dtypes import STORAGE, accepts, as_storage
     inputs = {}
     for name, file in zip(desc.get("ifm_name", []), desc.get("ifm_file", [])):
         path = test_dir / file
@@ -185,11 +185,15 @@ def read_inputs(test_dir: Path, desc: dict, graph) -> dict[str, np.ndarray]:
         tensor = graph.tensors.get(name)
         if tensor is not None:
             want = np.dtype(STORAGE[tensor.dtype])
-            if value.dtype != want:
-                if value.dtype.kind in "iub" and value.dtype.itemsize == want.itemsize:
-                    value = value.view(want)            # e.g. uint8 bit patterns for int8
-                else:
-                    value = value.astype(want)
+            if accepts(tensor.dtype, value.dtype):      # bf16 as |V2, fp8 as |V1 or uint8, ...
+                value = as_storage(value, tensor.dtype)
+            elif value.dtype.kind in "iubV" and value.dtype.itemsize == want.itemsize:
+                value = np.ascontiguousarray(value).view(want)   # e.g. uint8 bit patterns for int8
+            elif value.dtype.kind == "V":
+                raise InputError(f"{path}: raw {value.dtype.itemsize}-byte values cannot feed "
+                                 f"'{name}' of type {tensor.dtype}")
+            else:
+                value = value.astype(want)
         inputs[name] = value
     return inputs
 
@@ -264,12 +268,14 @@ def _compare(actual: dict, expected: list[Path], desc: dict) -> tuple[str | None
 
 def _write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
     import numpy as np
+
+    from npu_sim.isa.dtypes import as_npy
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, file in zip(desc.get("ofm_name", []), desc.get("ofm_file", [])):
         if name in outputs:
             tmp = out_dir / f".{file}.part"
             with open(tmp, "wb") as f:
-                np.save(f, outputs[name], allow_pickle=False)
+                np.save(f, as_npy(outputs[name]), allow_pickle=False)
             os.replace(tmp, out_dir / file)
 
 

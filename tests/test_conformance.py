@@ -109,15 +109,6 @@ def test_operator_conforms(suite, op):
     _conforms(suite["results"], op)
 
 
-FP_TAGS = ("_f16", "_f32", "_bf16", "_f8e4m3", "_f8e5m2")
-
-
-def _integer_only(results):
-    """The rows of tests the default config runs (DIM tests of float tensors need PRO-FP)."""
-    return [r for r in results if r["status"] != "skipped"
-            or not any(tag in Path(r["test"]).name for tag in FP_TAGS)]
-
-
 @pytest.mark.parametrize("op", SHAPE_OPERATORS)
 def test_shape_operator_conforms(shape_suite, op):
     """Every EXT-SHAPE operator of the 1.1 draft: valid tests bit-exact, ERROR_IF tests refused."""
@@ -125,7 +116,7 @@ def test_shape_operator_conforms(shape_suite, op):
     assert any(not r["expected_failure"] and r["status"] == "pass" for r in rows), f"no valid {op} test ran"
     assert any(r["expected_failure"] for r in rows), f"no ERROR_IF {op} test"
     assert not {k: v for k, v in shape_suite["reference"].items() if v[0] != "ok"}
-    _conforms(_integer_only(shape_suite["results"]), op)
+    _conforms(shape_suite["results"], op)
 
 
 HOST_OPERATORS = {"GATHER", "SCATTER", "COND_IF", "WHILE_LOOP"}

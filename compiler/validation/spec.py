@@ -294,7 +294,7 @@ SPECS: dict[str, Spec] = {
     # DIM reads only its input's shape. tosa.xml marks input1 CTC, but Arm's generator feeds it
     # from a graph input and the reference model runs that; npu-sim follows the model.
     "DIM": Spec(inputs=(T("input1", "in_t", "@shape", (1, MAX)),), outputs=(_SHAPE_ARG("output"),),
-                rows=_rows("in_t", BOOL, I8, I16, I32), extension="EXT-SHAPE"),
+                rows=_rows("in_t", BOOL, I8, I16, I32, **_FP_ALL), extension="EXT-SHAPE"),
 }
 
 # Operators of TOSA 1.0 that are not in PRO-INT, and TOSA 1.1 additions (for messages).
