@@ -27,6 +27,12 @@ block), spread evenly over the folds. Partial
 sums stay in the column accumulators (`mac_array.accumulators` entries each) while the reduction
 folds pass; a command whose outputs per column exceed them spills partial sums through the output
 port and reads them back at every further reduction fold.
+
+Several identical arrays (`mac_array.arrays`, a TPU core's four MXUs) share the ports. A
+command's work is split among them the way that finishes first: its folds into groups, one per
+array, or its stream (each array holding the same stationary block and streaming a share of the
+rows, so that block is loaded into each), or a mix (2 x 2 of 4 arrays). Fill and drain are each
+array's own, in parallel.
 """
 from __future__ import annotations
 
@@ -108,12 +114,37 @@ def array_time(arr, kind: str, m: int, n: int, k: int, npass: int = 1,
     traffic = a_bytes + w_bytes + o_bytes + (
         (k * n * xw if flow == "weight_stationary" else m * k * xa if flow == "input_stationary"
          else 0) if kind != "depthwise" else 0)
-    pre_time = pre_cycles / folds
-    stream_time = max(a_bytes / act, w_bytes / wgt, o_bytes / out) / folds
     stream *= npass
-    ideal = math.ceil(_total(arr, folds, pre, stream, skew))
-    real = _total(arr, folds, max(pre, pre_time), max(stream, stream_time), skew)
-    return ArrayTime(math.ceil(real), ideal, folds * stream, math.ceil(traffic))
+    best = None
+    for split in _splits(getattr(arr, "arrays", 1)):
+        t = _split_time(arr, split, folds, pre, stream, skew, pre_cycles,
+                        max(a_bytes / act, w_bytes / wgt, o_bytes / out))
+        if best is None or t[0] < best[0]:
+            best = t
+    real, ideal, compute, copies = best
+    preloaded = k * n * xw if kind != "depthwise" and flow == "weight_stationary" else \
+        m * k * xa if kind != "depthwise" and flow == "input_stationary" else 0
+    return ArrayTime(math.ceil(real), ideal, compute,
+                     math.ceil(traffic + (copies - 1) * preloaded))
+
+
+def _splits(arrays: int) -> list[tuple[int, int]]:
+    """(arrays sharing the stream, groups of folds) with their product the array count."""
+    return [(d, arrays // d) for d in range(1, arrays + 1) if arrays % d == 0]
+
+
+def _split_time(arr, split, folds, pre, stream, skew, pre_cycles, stream_port):
+    """(cycles, ideal, streaming cycles, stationary copies) with the folds in `groups` and each
+    fold's stream shared by `sharing` arrays: the ports carry the stationary block once per
+    sharing array, the streamed bytes once."""
+    sharing, groups = split
+    folds_each = math.ceil(folds / groups)
+    stream_each = math.ceil(stream / sharing)
+    pre_time = pre_cycles * sharing / folds_each
+    stream_time = stream_port / folds_each
+    ideal = math.ceil(_total(arr, folds_each, pre, stream_each, skew))
+    real = _total(arr, folds_each, max(pre, pre_time), max(stream_each, stream_time), skew)
+    return real, ideal, folds_each * stream_each, sharing
 
 
 def _total(arr, folds: int, pre: float, stream: float, skew: int) -> float:

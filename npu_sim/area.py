@@ -3,8 +3,8 @@
 The model is deliberately linear in the knobs a design-space sweep turns, so area is an
 objective next to latency and energy:
 
-    macs     rows·cols · Σ area.mac_mm2[d] over mac_array.dtypes   (int8 is the MAC itself;
-                                                                    int16/int4 are add-ons)
+    macs     rows·cols·arrays · Σ area.mac_mm2[d] over mac_array.dtypes   (int8 is the MAC
+                                                        itself; the other types are add-ons)
     sram     size in KiB · sram_mm2_per_kib + banks · sram_bank_overhead_mm2
     vector   lanes · (vector_lane_mm2 + vector_fp_lane_mm2 with PRO-FP)
     dma      channels · dma_channel_mm2
@@ -31,7 +31,7 @@ def area_mm2(config: HardwareConfig) -> dict[str, float]:
     if missing:  # only reachable for configs built around validation
         raise ConfigError(f"{config.source}: area.mac_mm2: missing entry for {', '.join(missing)}")
     parts = {
-        "mac_array": mac.rows * mac.cols * sum(a.mac_mm2[d] for d in mac.dtypes),
+        "mac_array": mac.macs_per_cycle * sum(a.mac_mm2[d] for d in mac.dtypes),
         "sram": config.sram.size / 1024 * a.sram_mm2_per_kib + config.sram.banks * a.sram_bank_overhead_mm2,
         "vector_unit": config.vector_unit.lanes * (a.vector_lane_mm2 + a.vector_fp_lane_mm2),
         "dma": config.dma.channels * a.dma_channel_mm2,

@@ -38,9 +38,16 @@ _EXTENSION_PROFILE = {"EXT-INT16": "PRO-INT", "EXT-INT4": "PRO-INT", "EXT-DOUBLE
 LEVELS = ("8K", "none")
 DATAFLOWS = ("weight_stationary", "output_stationary", "input_stationary")
 PORTS = ("activations", "weights", "outputs")   # the MAC array's operand ports, bytes/cycle
-MAC_DTYPES = ("int8", "int16", "int4")
-# A MAC dtype beyond int8 is only reachable through the TOSA extension that introduces it.
-_DTYPE_EXTENSION = {"int16": "EXT-INT16", "int4": "EXT-INT4"}
+MAC_DTYPES = ("int8", "int16", "int4", "fp16", "bf16", "fp32", "fp8e4m3", "fp8e5m2")
+# A MAC dtype beyond int8 is only reachable through the TOSA profile or extension that introduces it.
+_DTYPE_EXTENSION = {"int16": "EXT-INT16", "int4": "EXT-INT4", "fp16": "PRO-FP", "fp32": "PRO-FP",
+                    "bf16": "EXT-BF16", "fp8e4m3": "EXT-FP8E4M3", "fp8e5m2": "EXT-FP8E5M2"}
+# Float pairs (both operands of one type, as TOSA's float MAC modes are) and the accumulators
+# their PEs may have: TOSA's acc_t for the type, or a wider one (fp8 and fp16 may sum in fp32).
+FLOAT_ACC = {"fp16": ("fp16", "fp32"), "bf16": ("fp32",), "fp32": ("fp32",),
+             "fp8e4m3": ("fp16", "fp32"), "fp8e5m2": ("fp16", "fp32")}
+INT_PAIRS = tuple(f"{a}x{w}" for a in ("int8", "int16", "int4") for w in ("int8", "int16", "int4"))
+FLOAT_PAIRS = tuple(f"{t}x{t}" for t in FLOAT_ACC)
 MIN_SRAM = 1024
 MAX_SIZE = 1 << 64  # addresses are 64-bit
 # Physically plausible range of every figure (inclusive; `*` stands for a memory or dtype name).
@@ -48,8 +55,9 @@ MAX_SIZE = 1 << 64  # addresses are 64-bit
 # simulator or the report overflows; outside it, or NaN/inf, a value is refused.
 RANGES: dict[str, tuple[float, float]] = {
     "clock_mhz": (1, 10_000),
-    "mac_array.rows": (1, 4096), "mac_array.cols": (1, 4096),
-    "mac_array.precision.*": (1 / 64, 1), "mac_array.ports.*": (0.01, 1 << 30),
+    "mac_array.rows": (1, 4096), "mac_array.cols": (1, 4096), "mac_array.arrays": (1, 64),
+    "mac_array.precision.*": (1 / 64, 1), "mac_array.precision.*.rate": (1 / 64, 1),
+    "mac_array.ports.*": (0.01, 1 << 30),
     "mac_array.accumulators": (1, 1 << 24), "mac_array.output_stage": (0.01, 65_536),
     "vector_unit.cycles_per_lane.*": (0.01, 10_000),
     "vector_unit.lanes": (1, 65_536),
@@ -87,13 +95,16 @@ class MacArrayConfig:
     dtypes: tuple[str, ...]   # operand types the PEs implement (area, energy)
     # "<activation>x<weight>" -> MACs per PE per cycle (1: full rate, 0.5: two passes)
     precision: dict[str, float] = field(default_factory=lambda: {"int8xint8": 1.0})
+    # float pair ("fp16xfp16") -> the dtype its PEs accumulate in (YAML: {rate: .., acc: ..})
+    float_acc: dict[str, str] = field(default_factory=dict)
     ports: dict[str, float] = field(default_factory=dict)   # PORTS -> bytes/cycle
     accumulators: int = 1 << 24   # accumulator entries per column
     output_stage: float = 1 << 16  # output-stage elements (bias, RESCALE, clamp) per cycle
+    arrays: int = 1               # identical arrays sharing the ports (a TPU core's MXUs)
 
     @property
     def macs_per_cycle(self) -> int:
-        return self.rows * self.cols
+        return self.rows * self.cols * self.arrays
 
     def __hash__(self) -> int:
         return hash(json.dumps(_plain(self), sort_keys=True))
@@ -261,6 +272,9 @@ class HardwareConfig:
             del d["area"]
         for mem in d["memories"].values():
             del mem["name"]  # the mapping key already is the name
+        mac = d["mac_array"]
+        for pair, acc in mac.pop("float_acc").items():
+            mac["precision"][pair] = {"rate": mac["precision"][pair], "acc": acc}
         return d
 
     def with_overrides(self, overrides: dict[str, object]) -> HardwareConfig:
@@ -330,6 +344,8 @@ def _range_key(path: str) -> str:
     if parts[:2] in (["energy", "mac_pj"], ["area", "mac_mm2"], ["energy", "vector_op_pj"],
                      ["mac_array", "precision"], ["mac_array", "ports"],
                      ["vector_unit", "cycles_per_lane"]) and len(parts) == 3:
+        parts[2] = "*"
+    if parts[:2] == ["mac_array", "precision"] and len(parts) == 4:     # a float pair's rate
         parts[2] = "*"
     return ".".join(parts)
 
@@ -455,6 +471,26 @@ def _tosa(c: _Checker, data: Any) -> TosaTarget:
                       level=c.choice(t.get("level", "8K"), "tosa.level", LEVELS))
 
 
+def _precision(c: _Checker, prec: dict, pairs: tuple) -> tuple[dict, dict]:
+    """mac_array.precision: an integer pair's rate (MACs per PE per cycle), a float pair's
+    {rate, acc}, its rate and the type its PEs accumulate in."""
+    rates, float_acc = {}, {}
+    for pair in (p for p in pairs if p in prec):
+        path = f"mac_array.precision.{pair}"
+        if pair in INT_PAIRS:
+            rates[pair] = c.number(prec[pair], path)
+            continue
+        operand = pair.split("x")[0]
+        accs = FLOAT_ACC[operand]
+        if not isinstance(prec[pair], dict):
+            raise c.fail(path, f"expected a mapping {{rate: MACs per PE per cycle, acc: "
+                               f"{' or '.join(accs)}}}, got {_show(prec[pair])}")
+        entry = c.section(prec[pair], path, ("rate", "acc"))
+        rates[pair] = c.number(entry["rate"], f"{path}.rate")
+        float_acc[pair] = c.choice(entry["acc"], f"{path}.acc", accs)
+    return rates, float_acc
+
+
 def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareConfig:
     c = _Checker(source, ranged=True)
     top = c.section(data, "", _TOP_KEYS, ("description", "area", "schedule", "operating_points"))
@@ -463,9 +499,10 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
     tosa = _tosa(c, top["tosa"])
 
     m = c.section(top["mac_array"], "mac_array", ("rows", "cols", "dataflow", "fold_overlap", "dtypes",
-                                                  "precision", "ports", "accumulators", "output_stage"))
+                                                  "precision", "ports", "accumulators", "output_stage",
+                                                  "arrays"), ("arrays",))
     dtypes = c.subset(m["dtypes"], "mac_array.dtypes", MAC_DTYPES)
-    pairs = tuple(f"{a}x{w}" for a in MAC_DTYPES for w in MAC_DTYPES)
+    pairs = INT_PAIRS + FLOAT_PAIRS
     prec = c.section(m["precision"], "mac_array.precision", pairs, pairs)
     if not prec:
         raise c.fail("mac_array.precision", f"expected at least one operand pair of: {', '.join(pairs)}")
@@ -474,24 +511,28 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
             # int4 weights may run sign-extended on int8 PEs (no int4 PE of their own)
             if t not in dtypes and not (t == "int4" and pair.endswith("x" + t) and "int8" in dtypes):
                 raise c.fail(f"mac_array.precision.{pair}", f"{t} is not in mac_array.dtypes {list(dtypes)}")
+    rates, float_acc = _precision(c, prec, pairs)
     po = c.section(m["ports"], "mac_array.ports", PORTS)
     mac = MacArrayConfig(rows=num(m["rows"], "mac_array.rows", integer=True),
                          cols=num(m["cols"], "mac_array.cols", integer=True),
                          dataflow=c.choice(m["dataflow"], "mac_array.dataflow", DATAFLOWS),
                          fold_overlap=c.flag(m["fold_overlap"], "mac_array.fold_overlap"),
                          dtypes=dtypes,
-                         precision={k: num(prec[k], f"mac_array.precision.{k}") for k in pairs if k in prec},
+                         precision=rates, float_acc=float_acc,
                          ports={k: num(po[k], f"mac_array.ports.{k}") for k in PORTS},
                          accumulators=num(m["accumulators"], "mac_array.accumulators", integer=True),
-                         output_stage=num(m["output_stage"], "mac_array.output_stage"))
+                         output_stage=num(m["output_stage"], "mac_array.output_stage"),
+                         arrays=num(m.get("arrays", 1), "mac_array.arrays", integer=True))
     if mac.macs_per_cycle > MAX_MACS:
-        raise c.fail("mac_array", f"expected at most {MAX_MACS:,} MACs (rows x cols), got "
-                                  f"{mac.rows} x {mac.cols} = {mac.macs_per_cycle:,}")
+        raise c.fail("mac_array", f"expected at most {MAX_MACS:,} MACs (rows x cols x arrays), got "
+                                  f"{mac.rows} x {mac.cols} x {mac.arrays} = {mac.macs_per_cycle:,}")
     if "int8" not in mac.dtypes:
         raise c.fail("mac_array.dtypes", f"expected int8 among the dtypes (PRO-INT's base type), got {list(mac.dtypes)}")
     for dtype in mac.dtypes:
-        if dtype in _DTYPE_EXTENSION and _DTYPE_EXTENSION[dtype] not in tosa.extensions:
-            raise c.fail("mac_array.dtypes", f"{dtype} needs {_DTYPE_EXTENSION[dtype]} in tosa.extensions")
+        need = _DTYPE_EXTENSION.get(dtype)
+        if need is not None and need not in tosa.extensions + tosa.profiles:
+            where = "tosa.profiles" if need.startswith("PRO-") else "tosa.extensions"
+            raise c.fail("mac_array.dtypes", f"{dtype} needs {need} in {where}")
 
     # The float classes are figures of a float datapath: required with PRO-FP, refused without.
     classes = VECTOR_CLASSES + (FLOAT_CLASSES if "PRO-FP" in tosa.profiles else ())

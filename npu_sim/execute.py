@@ -15,6 +15,7 @@ from .hostcpu import run_host_op
 from .memory import Memories
 from .ops import MAC_KERNELS, VECTOR_KERNELS
 
+FLOAT_ACCUMULATORS = ("fp16", "fp32")
 STAGE_CHUNK = 1 << 14       # elements per output-stage pass: bounds its int64 temporaries
 
 
@@ -27,6 +28,11 @@ def _wrap_acc(acc: np.ndarray, acc_dtype: str) -> np.ndarray:
 def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
     a = cmd.attrs
     acc = MAC_KERNELS[cmd.op](x, a)
+    if a["acc_dtype"] in FLOAT_ACCUMULATORS:      # a float accumulator and output stage
+        out[...] = dp.float_stage(acc, acc_dtype=a["acc_dtype"], acc_in=x.get("acc_in"),
+                                  out_dtype=None if out_name == "acc_out" else out.dtype,
+                                  bias=x.get("bias"))
+        return
     if "acc_in" in x:                   # partial sums of a split reduction: add in int64
         acc = acc.astype(np.int64) + x["acc_in"].astype(np.int64)
     if out_name == "acc_out":

@@ -9,6 +9,14 @@ partial sum of K products is bounded by K*A*B, so float64 is exact when K*A*B < 
 float32 when K*A*B < 2^24 (8-bit: A*B <= 255^2 < 2^16, so float64 holds for any K < 2^37).
 float32 is ~2x faster, so long K is split into float32-exact chunks summed in float64.
 Otherwise integer (int64) matmul is used.
+
+Floating-point operands (fp32, fp16, bf16, fp8; TOSA has no float zero points) take a float64
+path: every product of two such values is exact in float64 (at most 24 + 24 significand bits),
+and the K-term sums carry 29 more bits than the widest accumulator (fp32), so one rounding to
+the accumulator type afterwards (float_stage) is a round-to-nearest accumulation that is more
+precise than the acc_t the spec checks against, unbiased and deterministic: a command's sums
+depend only on its operands and the order the tile schedule fixes (partial sums of a split
+reduction are stored in the accumulator type and added by the next command).
 """
 
 from __future__ import annotations
@@ -16,11 +24,16 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from .fp import is_float
+
 _F32_EXACT = 1 << 24
 _F64_EXACT = 1 << 53
 _KC_MIN = 64  # measured: 64-term float32 chunks still beat one float64 GEMM by ~1.5x
 _CHUNK = 1 << 22  # max elements of one im2col block (bounds temporary memory)
 _DW_CHUNK = 1 << 16  # output elements per depthwise slab (bounds its per-tap products)
+
+
+_F64_PLAN = (np.float64, 1 << 62)   # float operands: float64 products and sums (see above)
 
 
 def _maxabs(a) -> int:
@@ -35,7 +48,9 @@ def _centered_bound(x, zp) -> int:
 
 def _centered_as(x, zp, dt) -> np.ndarray:
     """x - zp in the MAC dtype. Narrow integers convert straight to a float or 32-bit dtype:
-    their differences are small integers, exact in float32 and int32."""
+    their differences are small integers, exact in float32 and int32; floats have no zero point."""
+    if is_float(x.dtype):
+        return x.astype(dt)
     if x.dtype.itemsize <= 2 and (np.issubdtype(dt, np.floating) or np.dtype(dt).itemsize >= 4):
         y = x.astype(dt)
         if zp:
@@ -111,7 +126,8 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     if weights.shape[-1] != ic:
         raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
     k = int(np.prod(weights.shape[1:], dtype=np.int64))
-    plan = _mac_plan(k, _centered_bound(ifm, input_zp), _centered_bound(weights, weight_zp))
+    plan = _F64_PLAN if is_float(ifm.dtype) else \
+        _mac_plan(k, _centered_bound(ifm, input_zp), _centered_bound(weights, weight_zp))
     dt = plan[0]
     wc = _centered_as(weights, weight_zp, dt).reshape(oc, -1).T  # [K*IC, OC]
     # padding contributes exactly 0 after centering
@@ -167,11 +183,15 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
     if ifm.shape[-1] != c:
         raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
     pads = [(pad[0], pad[1]), (pad[2], pad[3])]
-    wc = _centered(weights, weight_zp)
-    # No reduction over channels, so no BLAS benefit: exact integer multiply-adds per tap,
-    # in int32 when the KH*KW-term sums provably fit (faster, half the memory), else int64.
-    dt = np.int32 if kh * kw * _centered_bound(ifm, input_zp) * _maxabs(wc) < (1 << 31) \
-        else np.int64
+    # No reduction over channels, so no BLAS benefit: multiply-adds per tap in tap order,
+    # exact integers in int32 when the KH*KW-term sums provably fit (faster, half the
+    # memory), else int64; float operands in float64.
+    if is_float(ifm.dtype):
+        wc, dt = weights.astype(np.float64), np.float64
+    else:
+        wc = _centered(weights, weight_zp)
+        dt = np.int32 if kh * kw * _centered_bound(ifm, input_zp) * _maxabs(wc) < (1 << 31) \
+            else np.int64
     wc = np.ascontiguousarray(wc.astype(dt))
     h = ifm.shape[1]
     oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
@@ -226,11 +246,17 @@ def transpose_conv2d_acc(ifm_box, weights, stride=(1, 1), out_pad_top=0, out_pad
     if out_size is None:
         out_size = ((h - 1) * sy + out_pad_top + kh - oy0, (wd - 1) * sx + out_pad_left + kw - ox0)
     oh, ow = out_size
-    xc = _centered(x, input_zp).reshape(-1, ic)
-    wc = _centered(w, weight_zp).transpose(3, 1, 2, 0).reshape(ic, -1)  # [IC, KH*KW*OC]
-    # One matmul (IC-term sums) for all taps, then int64 strided scatter-adds per tap.
-    prod = _matmul(xc, wc, _mac_plan(ic, _maxabs(xc), _maxabs(wc))).reshape(n, h, wd, kh, kw, oc)
-    out = np.zeros((n, oh, ow, oc), dtype=np.int64)
+    floats = is_float(x.dtype)
+    xc = (x.astype(np.float64) if floats else _centered(x, input_zp)).reshape(-1, ic)
+    wc = (w.astype(np.float64) if floats else _centered(w, weight_zp))
+    wc = wc.transpose(3, 1, 2, 0).reshape(ic, -1)  # [IC, KH*KW*OC]
+    # One matmul (IC-term sums) for all taps, then strided scatter-adds per tap, in tap order.
+    if floats:
+        prod = np.matmul(xc, wc)
+    else:
+        prod = _matmul(xc, wc, _mac_plan(ic, _maxabs(xc), _maxabs(wc)))
+    prod = prod.reshape(n, h, wd, kh, kw, oc)
+    out = np.zeros((n, oh, ow, oc), dtype=prod.dtype)
 
     def span(k, pad_lo, s, i0, ni, o0, no):
         # input indices i (global, inside the box) with o = i*s + pad_lo + k inside the window
@@ -253,7 +279,44 @@ def transpose_conv2d_acc(ifm_box, weights, stride=(1, 1), out_pad_top=0, out_pad
 
 
 def matmul_acc(a, b, a_zp=0, b_zp=0) -> np.ndarray:
-    """MATMUL accumulators: a [N,H,C] x b [N,C,W] -> int64 [N,H,W]."""
+    """MATMUL accumulators: a [N,H,C] x b [N,C,W] -> int64 [N,H,W] (float64 for floats)."""
     a, b = np.asarray(a), np.asarray(b)
+    if is_float(a.dtype):
+        return np.matmul(a.astype(np.float64), b.astype(np.float64))
     ac, bc = _centered(a, a_zp), _centered(b, b_zp)
     return _matmul(ac, bc, _mac_plan(a.shape[-1], _maxabs(ac), _maxabs(bc)))
+
+
+def float_stage(acc, *, acc_dtype: str, out_dtype, bias=None, acc_in=None) -> np.ndarray:
+    """A float MAC command's result from its float64 sums: the accumulator register rounds
+    them (with a split reduction's earlier partial sums `acc_in`) to `acc_dtype`; the output
+    takes that rounded to out_t, then the bias added in out_t, as the spec's
+    `out = static_cast<out_t>(acc); out = apply_add_s<out_t>(out, bias)`. With out_dtype None
+    the accumulator itself is the result (raw partial sums). Each sum is computed in float64
+    and rounded once, which is correctly rounded: float64 holds more than twice the bits of
+    every narrower type plus two, so no double rounding."""
+    storage = _FLOAT_STORAGE[acc_dtype]
+    a = np.asarray(acc, dtype=np.float64)
+    if acc_in is not None:
+        a = a + np.asarray(acc_in).astype(np.float64)
+    a = _round(a, storage)
+    if out_dtype is None:
+        return a
+    out = _round(a.astype(np.float64), np.dtype(out_dtype))
+    if bias is not None:
+        out = _round(out.astype(np.float64) + np.asarray(bias).astype(np.float64).reshape(-1),
+                     np.dtype(out_dtype))
+    return out
+
+
+_FLOAT_STORAGE = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}
+
+
+def _round(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round float64 to `dtype`, to nearest even: numpy's own casts for fp32 and fp16; bf16
+    through fp32 (24 >= 2 x 8 + 2 bits, so the two roundings of one operation's result are
+    its one rounding)."""
+    with np.errstate(over="ignore"):            # past the type's largest: +-inf, as IEEE rounds
+        if dtype in (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)):
+            return x.astype(dtype)
+        return x.astype(np.float32).astype(dtype)

@@ -70,9 +70,13 @@ def _acc_dtype(call: HostCall) -> str:
     return "int48" if np.dtype(call.out_dtypes[0]) == np.int64 else "int32"
 
 
-def _biased(call: HostCall, acc) -> list:
-    return [dp.output_stage(acc, bias=call.inputs[2].reshape(-1), out_dtype=call.out_dtypes[0],
-                            acc_dtype=_acc_dtype(call))]
+def _biased(call: HostCall, acc, bias=True) -> list:
+    b = call.inputs[2].reshape(-1) if bias else None
+    if dp.is_float(call.inputs[0].dtype):     # MATMUL accumulates in its output type, convs in acc_type
+        acc_type = call.attrs.get("acc_type") or ("fp16" if call.out_dtypes[0] == np.float16
+                                                  else "fp32")
+        return [dp.float_stage(acc, acc_dtype=acc_type, out_dtype=call.out_dtypes[0], bias=b)]
+    return [dp.output_stage(acc, bias=b, out_dtype=call.out_dtypes[0], acc_dtype=_acc_dtype(call))]
 
 
 def _window_host(kernel):
@@ -100,8 +104,8 @@ def transpose_conv2d_host(call: HostCall) -> list:
 
 @HOST_OPS.register("MATMUL")
 def matmul_host(call: HostCall) -> list:
-    acc = dp.matmul_acc(call.inputs[0], call.inputs[1], call.scalar(2), call.scalar(3))
-    return [dp.output_stage(acc, out_dtype=call.out_dtypes[0], acc_dtype=_acc_dtype(call))]
+    return _biased(call, dp.matmul_acc(call.inputs[0], call.inputs[1], call.scalar(2),
+                                       call.scalar(3)), bias=False)
 
 
 @HOST_OPS.register("AVG_POOL2D")
