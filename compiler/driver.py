@@ -16,6 +16,7 @@ from .emit import Emitter
 from .fold import fold_constants, remove_noop_reshapes
 from .ir import Graph, Tensor
 from .lower import Lowering
+from .lowering import REWRITES
 from .placement import Placement
 from .prefetch import plan_prefetch
 from .steps import Step, plan_steps, stage_table_name
@@ -96,9 +97,19 @@ def _check_precision(graph: Graph, steps, array) -> None:
                         f"(mac_array.precision lists {', '.join(array.precision)})")
 
 
+def rewrite_operators(graph: Graph) -> None:
+    """Replace each operator the hardware has no unit for by the operators that compute it
+    (compiler/lowering REWRITES: FFT2D and RFFT2D become DFT GEMMs)."""
+    ops = []
+    for op in graph.operators:
+        ops += REWRITES[op.op](graph, op) if op.op in REWRITES else [op]
+    graph.operators = ops
+
+
 def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     """Compile a loaded graph for `config` (npu_sim.config.HardwareConfig)."""
     validate(graph, config.tosa.profiles, config.tosa.extensions, config.tosa.level)
+    rewrite_operators(graph)
     fold_constants(graph)
     remove_noop_reshapes(graph)
     steps = fuse_pointwise_producers(graph, plan_steps(graph))

@@ -28,7 +28,9 @@ ATTR = "attr"        # a compile-time constant the compiler folds into command a
                      # (zero points, shifts, paddings, shapes)
 
 # Engines a step of the operator runs on.
-ENGINES = ("mac", "vector", "dma", "alias", "host", "none")   # none: declares data, no step
+# none: declares data, no step; rewrite: replaced by other operators' steps before scheduling
+# (compiler/lowering REWRITES), e.g. FFT2D by DFT GEMMs on the MAC array
+ENGINES = ("mac", "vector", "dma", "alias", "host", "none", "rewrite")
 
 # Vector-unit operation classes, each costed per lane from the config (cycles and pJ):
 # add/compare/logical/shift/select, a multiply, a RESCALE (32x32-bit multiply and 64-bit
@@ -90,6 +92,8 @@ _ROWS = [
     _op("MATMUL", "tensor_ops", "mac", ("A", "B", "A_zp:attr", "B_zp:attr"), "matmul"),
     _op("MAX_POOL2D", "tensor_ops", "vector", ("input",), "max_pool2d", op_class="add",
         fp="fp_add"),
+    _op("FFT2D", "tensor_ops", "rewrite", ("input_real", "input_imag")),
+    _op("RFFT2D", "tensor_ops", "rewrite", ("input_real",)),
     # elementwise: activation, binary, unary, ternary and comparison operators
     _op("CLAMP", "elementwise", "vector", ("input",), "elementwise", op_class="add", fp="fp_add"),
     *(_op(name, "elementwise", "vector", _BINARY, "elementwise",

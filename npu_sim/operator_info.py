@@ -48,7 +48,7 @@ def _dtypes(spec) -> str:
 
 def entries(name: str) -> list[tuple[str, str]]:
     """(what, where) of every registered entry of operator `name`."""
-    from npu_sim.compiler.lowering import DMA_MOVES, FOLDS, MICRO_ATTRS, TILE_SPACES
+    from npu_sim.compiler.lowering import DMA_MOVES, FOLDS, MICRO_ATTRS, REWRITES, TILE_SPACES
     from npu_sim.compiler.validation import CHECKS
     from npu_sim.compiler.validation import spec as spec_module
 
@@ -60,7 +60,8 @@ def entries(name: str) -> list[tuple[str, str]]:
         line = next((i + 1 for i, text in enumerate(lines) if f'"{name}"' in text), 0)
         found.append(("argument table", f"compiler/validation/spec.py:{line}"))
     by_name = [("rules", CHECKS), ("tile space", TILE_SPACES), ("DMA lowering", DMA_MOVES),
-               ("chain micro-op attributes", MICRO_ATTRS), ("constant folding", FOLDS)]
+               ("chain micro-op attributes", MICRO_ATTRS), ("constant folding", FOLDS),
+               ("graph rewrite", REWRITES)]
     by_opcode = [("MAC kernel", MAC_KERNELS), ("vector kernel", VECTOR_KERNELS),
                  ("vector-unit cost", VECTOR_WORK), ("program check", SHAPE_CHECKS)]
     found += [(what, _where(reg[name])) for what, reg in by_name if name in reg]

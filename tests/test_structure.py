@@ -8,7 +8,7 @@ import pytest
 
 import npu_sim
 
-from npu_sim.compiler.lowering import DMA_MOVES, MICRO_ATTRS, TILE_SPACES
+from npu_sim.compiler.lowering import DMA_MOVES, MICRO_ATTRS, REWRITES, TILE_SPACES
 from npu_sim.compiler.validation import CHECKS, SPECS
 from npu_sim.isa.opcodes import OPCODES
 from npu_sim.isa.operators import ENGINES, FAMILIES, OPERATORS
@@ -105,6 +105,8 @@ def test_every_operator_has_its_entries_in_its_family_modules(name):
         assert _family(TILE_SPACES[name]) in (row.family, "elementwise"), "lowering"
     if row.engine == "dma":
         assert _family(DMA_MOVES[name]) in (row.family, "control"), "DMA lowering"
+    if row.engine == "rewrite":
+        assert _family(REWRITES[name]) == row.family, "graph rewrite"
     if row.opcode == "elementwise":
         assert _family(MICRO_ATTRS[name]) in (row.family, "elementwise")
         assert _family(MICRO_OPS[name]) in (row.family, "elementwise")

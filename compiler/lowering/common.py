@@ -8,6 +8,8 @@ operators of its family:
   MICRO_ATTRS  elementwise operators: the attributes of the operator as one micro-op of a
                vector-unit chain (compiler/chains.py fuses them)
   FOLDS        operators evaluated at compile time when all their inputs are constants
+  REWRITES     operators the hardware has no unit for: (graph, op) -> the operators that
+               replace it (compiler/driver.py applies them after validation)
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ TILE_SPACES = Registry("tile space", names(engine="mac") | names(engine="vector"
 DMA_MOVES = Registry("DMA lowering", names(engine="dma") | names(engine="alias"))
 MICRO_ATTRS = Registry("vector micro-op", names(opcode="elementwise"))
 FOLDS = Registry("constant folding", OPERATORS)
+REWRITES = Registry("graph rewrite", names(engine="rewrite"))
 
 STAGE_COLUMNS = 3            # bias, multiplier, shift per output channel (int32 each)
 

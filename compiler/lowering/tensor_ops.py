@@ -4,13 +4,17 @@ are in tensor coordinates, per-tile attributes (tile-local padding, origins) com
 TileSpace.attrs (see compiler/tiling.py for the search)."""
 from __future__ import annotations
 
-from npu_sim.isa.dtypes import DTYPES
+import numpy as np
+
+from npu_sim.isa.dft import gemm_weights
+from npu_sim.isa.dtypes import DTYPES, STORAGE
 from npu_sim.isa.opcodes import mac_problem
 
+from ..ir import Graph, Operator, Tensor
 from ..steps import Step, stage_table_name
 from ..tiling import TileSpace, window
-from .common import STAGE_COLUMNS, TILE_SPACES, Context, Window, acc_dtype, const_int, operand, \
-    stage_attrs
+from .common import REWRITES, STAGE_COLUMNS, TILE_SPACES, Context, Window, acc_dtype, const_int, \
+    operand, stage_attrs
 
 
 def _acc_itemsize(g, op) -> int:
@@ -230,3 +234,78 @@ def argmax(step: Step, ctx: Context):
     nan = ({"nan_mode": op.attrs.get("nan_mode", "PROPAGATE")}
            if DTYPES[g.tensors[op.inputs[0]].dtype].kind == "float" else {})
     return space, "argmax", {"axis": axis, **nan}
+
+
+# ---- FFT2D / RFFT2D: DFT passes as GEMMs on the MAC array ----------------------------------------
+
+@REWRITES.register("FFT2D", "RFFT2D")
+def dft_gemms(graph: Graph, op: Operator) -> list[Operator]:
+    """An NPU without an FFT unit computes the 2-D DFT as two GEMM passes on the MAC array (as
+    TPUs do), fp32 x fp32 with fp32 accumulation: along W, each row's [re | im] (2W terms;
+    W for RFFT2D's real input) times the [2W, 2W'] block DFT matrix (isa/dft.py); then the
+    result transposed (a DMA) so each column's [re | im] (2H terms) meets the [2H, 2H]
+    matrix; then transposed back and split into the real and imaginary outputs. Each pass is a
+    1x1 CONV2D whose weights are the matrix: 4NHW(W' + H) MACs (W' = W, or W/2 + 1), where an
+    FFT would take O(NHW log HW) operations."""
+    b = _Builder(graph, op)
+    n, h, w = graph.tensors[op.inputs[0]].shape
+    sign = -1.0 if op.attrs.get("inverse") else 1.0
+    real = op.op == "RFFT2D"
+    w_out = w // 2 + 1 if real else w
+    local = bool(op.attrs.get("local_bound", False))
+    if real:
+        rows, k = op.inputs[0], w
+    else:
+        rows, k = b.op("CONCAT", list(op.inputs), (n, h, 2 * w), {"axis": 2}), 2 * w
+    t = b.gemm(b.reshape(rows, (n, h, 1, k)), gemm_weights(w, sign, w_out, not real), local)
+    cols = b.op("TRANSPOSE", [b.reshape(t, (n, h, 2, w_out))], (n, w_out, 2, h),
+                {"perms": (0, 3, 2, 1)})
+    o = b.gemm(b.reshape(cols, (n, w_out, 1, 2 * h)), gemm_weights(h, sign, h, True), local)
+    parts = b.op("TRANSPOSE", [b.reshape(o, (n, w_out, 2, h))], (2, n, h, w_out),
+                 {"perms": (2, 0, 3, 1)})
+    for i, name in enumerate(op.outputs):
+        part = b.op("SLICE", [parts, b.shape((i, 0, 0, 0)), b.shape((1, n, h, w_out))],
+                    (1, n, h, w_out))
+        b.reshape(part, (n, h, w_out), out=name)
+    return b.ops
+
+
+class _Builder:
+    """New fp32 tensors and operators standing in for one operator, named after its output."""
+
+    def __init__(self, graph: Graph, op: Operator):
+        self.graph, self.base, self.ops, self.index = graph, op.outputs[0], [], op.index
+        self.location = op.location
+
+    def _tensor(self, shape, dtype="fp32", data=None) -> str:
+        name = f"{self.base}::dft{len(self.graph.tensors)}"
+        self.graph.tensors[name] = Tensor(name, tuple(int(d) for d in shape), dtype, data)
+        return name
+
+    def op(self, kind, inputs, shape, attrs=None, out=None) -> str:
+        out = out or self._tensor(shape)
+        self.ops.append(Operator(kind, list(inputs), [out], dict(attrs or {}), self.location,
+                                 self.index))
+        return out
+
+    def const(self, data, dtype="fp32") -> str:
+        name = self._tensor(np.shape(data), dtype, np.ascontiguousarray(data, STORAGE[dtype]))
+        self.ops.append(Operator("CONST_SHAPE" if dtype == "shape" else "CONST", [], [name],
+                                 location=self.location, index=self.index))
+        return name
+
+    def shape(self, values) -> str:
+        return self.const(np.asarray(values, np.int64), "shape")
+
+    def reshape(self, x, shape, out=None) -> str:
+        return self.op("RESHAPE", [x, self.shape(shape)], shape, out=out)
+
+    def gemm(self, x, matrix: np.ndarray, local_bound: bool) -> str:
+        """x [N, A, 1, K] times matrix [K, M] as a 1x1 CONV2D -> [N, A, 1, M]."""
+        n, a, _, _ = self.graph.tensors[x].shape
+        weights = matrix.T.reshape(matrix.shape[1], 1, 1, matrix.shape[0])
+        zero = self.const(np.zeros(1))
+        return self.op("CONV2D", [x, self.const(weights), zero, zero, zero],
+                       (n, a, 1, matrix.shape[1]),
+                       {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1),
+                        "local_bound": local_bound, "acc_type": "fp32"})

@@ -161,3 +161,22 @@ def matmul(ctx: OpContext) -> None:
     dt = ctx.dtype("A")
     zero_point(ctx, "A_zp", dt, "in_t")
     zero_point(ctx, "B_zp", dt, "in_t")
+
+
+# ---- FFT ------------------------------------------------------------------------------------------
+
+def _power_of_two(v: int) -> bool:
+    return v >= 1 and v & (v - 1) == 0
+
+
+@check("FFT2D", "RFFT2D")
+def fft(ctx: OpContext) -> None:
+    d = ctx.dims
+    for axis in ("H", "W"):
+        if not _power_of_two(d[axis]):
+            ctx.fail(f"{axis} = {d[axis]} is not a power of two", f"!power_of_two({axis})")
+    if ctx.op.op == "RFFT2D" and d["WO"] != d["W"] // 2 + 1:
+        ctx.fail(f"outputs are {d['WO']} wide; RFFT2D gives W/2 + 1 = {d['W'] // 2 + 1}",
+                 "shape(output_real) != [N,H,W/2 + 1]", ctx.output())
+    ctx.level(d["H"], "MAX_KERNEL", "H")
+    ctx.level(d["W"], "MAX_KERNEL", "W")

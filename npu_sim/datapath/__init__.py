@@ -8,6 +8,7 @@ int4 arrives as int8 holding -8..7. Accumulator kernels return exact int64 sums.
 
 from .data import gather, resize, scatter
 from .elementwise import ELEMENTWISE_OPS, clamp, elementwise, table
+from .fft import fft2d, rfft2d
 from .fp import fp_elementwise, is_float, narrow
 from .mac import conv2d_acc, conv3d_acc, depthwise_conv2d_acc, float_stage, matmul_acc, \
     transpose_conv2d_acc
@@ -16,7 +17,7 @@ from .scale import apply_scale_16, apply_scale_32, output_stage, reciprocal_scal
 
 __all__ = [
     "conv2d_acc", "depthwise_conv2d_acc", "conv3d_acc", "transpose_conv2d_acc", "matmul_acc",
-    "float_stage",
+    "float_stage", "fft2d", "rfft2d",
     "apply_scale_32", "apply_scale_16", "rescale", "output_stage", "reciprocal_scale",
     "elementwise", "ELEMENTWISE_OPS", "clamp", "table",
     "avg_pool2d", "max_pool2d", "reduce", "argmax", "fp_reduce", "fp_combine",

@@ -122,6 +122,9 @@ def max_pool2d_host(call: HostCall) -> list:
                           a.get("nan_mode", "PROPAGATE"))]
 
 
+HOST_OPS.register("FFT2D")(lambda call: list(dp.fft2d(call.inputs[0], call.inputs[1],
+                                                      bool(call.attrs.get("inverse")))))
+HOST_OPS.register("RFFT2D")(lambda call: list(dp.rfft2d(call.inputs[0])))
 HOST_OPS.register("ARGMAX")(lambda call: [dp.argmax(call.inputs[0], int(call.attrs["axis"]),
                                                     call.attrs.get("nan_mode", "PROPAGATE"))])
 
