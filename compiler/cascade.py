@@ -76,7 +76,8 @@ def cascade_space(step: Step, ctx: Context):
 
     def work(s):
         pixels = s["n"] * ((s["oh"] - 1) * sy + kh) * ((s["ow"] - 1) * sx + kw)
-        return dw_work(s) + ctx.mac_work(mac_problem("conv2d", (pixels, s["c"]), (s["c"], 1, 1, ic)))
+        return dw_work(s) + ctx.mac_work(mac_problem("conv2d", (pixels, s["c"]), (s["c"], 1, 1, ic)),
+                                     producer.main)
 
     space = dataclasses.replace(space, inputs=feeds + [produced] + space.inputs[1:], work=work)
     return space, opcode, attrs

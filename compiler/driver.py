@@ -8,6 +8,7 @@ import numpy as np
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.isa.errors import UnsupportedError
 from npu_sim.isa.opcodes import mac_problem
+from npu_sim.isa.dtypes import STORAGE
 from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
@@ -42,7 +43,15 @@ def _out_channels(graph: Graph, step: Step) -> int:
 def _add_stage_table(graph: Graph, step: Step):
     """Pack bias, rescale multiplier and shift per output channel into one constant table."""
     oc = _out_channels(graph, step)
-    wide = graph.tensors[step.main.outputs[0]].dtype == "int48"
+    out_dtype = graph.tensors[step.main.outputs[0]].dtype
+    if "array_acc" in step.main.attrs:      # a float layer: its bias in out_t, no rescale
+        table = np.zeros((oc, 3), dtype=STORAGE[out_dtype])
+        if step.main.op != "MATMUL":
+            table[:, 0] = np.broadcast_to(graph.const(step.main.inputs[2]).reshape(-1), (oc,))
+        name = stage_table_name(step)
+        graph.tensors[name] = Tensor(name, (oc, 3), out_dtype, table)
+        return
+    wide = out_dtype == "int48"
     table = np.zeros((oc, 3), dtype=np.int64 if wide else np.int32)
     if step.main.op != "MATMUL":
         table[:, 0] = np.broadcast_to(graph.const(step.main.inputs[2]).reshape(-1), (oc,))
@@ -86,15 +95,27 @@ def array_problems(graph: Graph, step: Step) -> list[list]:
 
 
 def _check_precision(graph: Graph, steps, array) -> None:
-    """Refuse a MAC layer whose operand types the array has no pass for (mac_array.precision)."""
+    """Refuse a MAC layer whose operand types the array has no pass for (mac_array.precision),
+    or whose float accumulator is narrower than the one the graph asks for; record the
+    accumulator a float layer runs in (`array_acc`: its PEs' own, at least as wide)."""
     for step in steps:
         for s in (step, step.producer) if step.producer else (step,):
             if s.kind == "mac":
                 act, weight = (graph.tensors[n].dtype for n in s.main.inputs[:2])
-                if f"{act}x{weight}" not in array.precision:
+                pair = f"{act}x{weight}"
+                if pair not in array.precision:
                     raise UnsupportedError(
                         f"layer '{s.output}' ({s.main.op}): the MAC array has no {act} x {weight} "
                         f"(mac_array.precision lists {', '.join(array.precision)})")
+                if pair in array.float_acc:
+                    want = s.main.attrs.get("acc_type") if s.main.op != "MATMUL" else \
+                        graph.tensors[s.main.outputs[0]].dtype
+                    have = array.float_acc[pair]
+                    if want == "fp32" and have != "fp32":
+                        raise UnsupportedError(
+                            f"layer '{s.output}' ({s.main.op}): the graph accumulates {pair} in fp32, "
+                            f"the MAC array in {have} (mac_array.precision.{pair}.acc)")
+                    s.main.attrs["array_acc"] = have
 
 
 def rewrite_operators(graph: Graph) -> None:

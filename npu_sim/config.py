@@ -575,7 +575,9 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
 
     en = c.section(top["energy"], "energy", ("mac_pj", "vector_op_pj", "sram_read_pj_per_byte",
                                              "sram_write_pj_per_byte", "memories", "dma_pj_per_byte", "leakage_mw"))
-    pj = c.section(en["mac_pj"], "energy.mac_pj", mac.dtypes, missing="missing entry for a dtype in mac_array.dtypes")
+    # Figures for dtypes the array lacks may stay, as in area.mac_mm2 (a sweep toggles dtypes).
+    pj = c.section(en["mac_pj"], "energy.mac_pj", MAC_DTYPES, tuple(t for t in MAC_DTYPES if t not in mac.dtypes),
+                   missing="missing entry for a dtype in mac_array.dtypes")
     vpj = _classes(c, en["vector_op_pj"], "energy.vector_op_pj", classes)
     em = c.section(en["memories"], "energy.memories", names, missing="missing entry for a memory in memories")
     mem_energy = {}
@@ -585,7 +587,7 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
             read_pj_per_byte=num(e["read_pj_per_byte"], f"energy.memories.{name}.read_pj_per_byte", zero_ok=True),
             write_pj_per_byte=num(e["write_pj_per_byte"], f"energy.memories.{name}.write_pj_per_byte", zero_ok=True))
     energy = EnergyConfig(
-        mac_pj={k: num(pj[k], f"energy.mac_pj.{k}", zero_ok=True) for k in mac.dtypes},
+        mac_pj={k: num(pj[k], f"energy.mac_pj.{k}", zero_ok=True) for k in MAC_DTYPES if k in pj},
         vector_op_pj={k: num(vpj[k], f"energy.vector_op_pj.{k}", zero_ok=True) for k in classes},
         sram_read_pj_per_byte=num(en["sram_read_pj_per_byte"], "energy.sram_read_pj_per_byte", zero_ok=True),
         sram_write_pj_per_byte=num(en["sram_write_pj_per_byte"], "energy.sram_write_pj_per_byte", zero_ok=True),

@@ -59,6 +59,7 @@ def _error(path) -> str:
     ("default", 1024, 1 << 20, 1000.0, "dram", "dram"),
     ("edge-256", 256, 48 << 10, 500.0, "flash", "system_sram"),
     ("large-8k", 8192, 8 << 20, 1000.0, "dram", "dram"),
+    ("tpu-v4-core", 4 * 128 * 128, 16 << 20, 1050.0, "hbm", "hbm"),
 ])
 def test_preset_key_figures(name, macs, sram, clock, weights, fmaps):
     cfg = load_config(name)
@@ -75,7 +76,9 @@ def test_preset_key_figures(name, macs, sram, clock, weights, fmaps):
 def test_default_preset_details():
     cfg = load_config()  # None means the default preset
     assert cfg.name == "default"
-    assert (cfg.mac_array.rows, cfg.mac_array.cols, cfg.mac_array.dtypes) == (32, 32, ("int8", "int16"))
+    assert (cfg.mac_array.rows, cfg.mac_array.cols, cfg.mac_array.dtypes) == (
+        32, 32, ("int8", "int16", "fp16", "bf16"))
+    assert cfg.mac_array.float_acc == {"fp16xfp16": "fp32", "bf16xbf16": "fp32"}
     assert (cfg.sram.banks, cfg.sram.bytes_per_cycle, cfg.sram.bank_size) == (8, 64.0, 128 << 10)
     assert (cfg.dma.channels, cfg.dma.bytes_per_cycle, cfg.dma.setup_cycles) == (2, 32.0, 32)
     assert list(cfg.memories) == ["dram"] and cfg.memories["dram"].size == 512 << 20
@@ -135,7 +138,7 @@ BAD = [
     ("sram.size", 1030, ["sram.size", "multiple of sram.banks"]),
     ("placement.weights", "flash", ["placement.weights", "expected one of: dram", "'flash'"]),
     ("energy.mac_pj.int16", _DELETE, ["energy.mac_pj.int16", "missing", "mac_array.dtypes"]),
-    ("energy.mac_pj.int4", 0.1, ["energy.mac_pj.int4", "unknown key"]),
+    ("energy.mac_pj.int3", 0.1, ["energy.mac_pj.int3", "unknown key"]),
     ("energy.memories.hbm", {"read_pj_per_byte": 1, "write_pj_per_byte": 1}, ["energy.memories.hbm", "unknown key"]),
     ("memories.flash", FLASH, ["energy.memories.flash", "missing"]),
     ("memories", {}, ["memories", "at least one"]),
@@ -219,7 +222,7 @@ def test_yaml_exponent_without_dot_is_a_number(tmp_path, base):
 def test_optional_keys_default(base):
     data = copy.deepcopy(base)
     del data["description"], data["tosa"]["level"]
-    data["tosa"]["extensions"] = ["EXT-INT16"]
+    data["tosa"]["extensions"] = ["EXT-INT16", "EXT-BF16"]   # the PEs' bf16 needs its extension
     cfg = config_from_dict(data)
     assert cfg.description == "" and cfg.tosa.level == "8K" and cfg.source == "<dict>"
 

@@ -25,7 +25,8 @@ def base() -> dict:
 
 def _concrete(key: str) -> str:
     return key.replace("memories.*", "memories.dram").replace("mac_pj.*", "mac_pj.int8") \
-              .replace("mac_mm2.*", "mac_mm2.int8").replace("precision.*", "precision.int8xint8") \
+              .replace("mac_mm2.*", "mac_mm2.int8") \
+              .replace("precision.*.rate", "precision.fp16xfp16.rate").replace("precision.*", "precision.int8xint8") \
               .replace("ports.*", "ports.activations").replace("lane.*", "lane.add") \
               .replace("vector_op_pj.*", "vector_op_pj.add") \
               .replace("operating_points.*", "operating_points.low_power")

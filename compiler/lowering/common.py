@@ -19,7 +19,7 @@ import numpy as np
 
 from npu_sim.isa.operators import OPERATORS, names
 from npu_sim.isa.registry import Registry
-from npu_sim.isa.systolic import array_time
+from npu_sim.isa.systolic import array_time, passes
 
 from ..ir import Graph, itemsize
 from ..tiling import Operand, window
@@ -61,12 +61,19 @@ class Context:
         self.lanes = hardware.vector_unit.lanes
         self.bank_bpc = hardware.sram.bytes_per_cycle * hardware.sram.banks
 
-    def mac_work(self, problem) -> float:
-        """Array cycles of a tile's (kind, m, n, k) problem (isa.opcodes.mac_problem) on the
-        configured array, as the machine charges them (isa/systolic.py, int8 operands): folds
-        quantised to the array, each tile's fill and drain, operand ports, partial sums that
-        overflow the accumulators."""
-        return array_time(self.array, *problem, bank_bpc=self.bank_bpc).cycles
+    def mac_work(self, problem, op=None) -> float:
+        """Array cycles of a tile's (kind, m, n, k) problem (isa.opcodes.mac_problem) of MAC
+        operator `op` on the configured array, as the machine charges them (isa/systolic.py,
+        with op's operand sizes and passes when it is a float layer; integer layers plan with
+        int8 operands, their reference estimate): folds quantised to the array, each tile's
+        fill and drain, operand ports, partial sums that overflow the accumulators."""
+        if op is None or "array_acc" not in op.attrs:
+            return array_time(self.array, *problem, bank_bpc=self.bank_bpc).cycles
+        t = self.graph.tensors
+        act, weight, out = (t[n].dtype for n in (op.inputs[0], op.inputs[1], op.outputs[0]))
+        return array_time(self.array, *problem, passes(self.array, act, weight),
+                          (itemsize(act), itemsize(weight), itemsize(out)),
+                          bank_bpc=self.bank_bpc).cycles
 
     def vector_work(self, *factors) -> float:
         return math.prod(factors) / self.lanes
@@ -97,6 +104,10 @@ class Window:
 
 
 def acc_dtype(graph: Graph, op) -> str:
+    """The accumulator a MAC operator's partial sums live in: a float layer's is the array's
+    (compiler/driver.py records it), an integer layer's int48 or int32 as its output."""
+    if "array_acc" in op.attrs:
+        return op.attrs["array_acc"]
     return "int48" if graph.tensors[op.outputs[0]].dtype == "int48" else "int32"
 
 

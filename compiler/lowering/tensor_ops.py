@@ -18,7 +18,7 @@ from .common import REWRITES, STAGE_COLUMNS, TILE_SPACES, Context, Window, acc_d
 
 
 def _acc_itemsize(g, op) -> int:
-    return 8 if acc_dtype(g, op) == "int48" else 4
+    return {"int48": 8, "fp16": 2}.get(acc_dtype(g, op), 4)
 
 
 def _stage_operand(ctx: Context, step: Step, dim: str, channels=None):
@@ -56,7 +56,7 @@ def conv2d(step: Step, ctx: Context):
         reduction="ic", acc_itemsize=_acc_itemsize(g, op),
         attrs=lambda t: {"pad": win.pad(t)},
         work=lambda s: ctx.mac_work(mac_problem(
-            "conv2d", (s["n"], s["oh"], s["ow"], s["oc"]), (s["oc"], kh, kw, s["ic"]))))
+            "conv2d", (s["n"], s["oh"], s["ow"], s["oc"]), (s["oc"], kh, kw, s["ic"])), op))
     return space, "conv2d", conv_attrs(g, step)
 
 
@@ -84,7 +84,7 @@ def depthwise_conv2d(step: Step, ctx: Context):
                            lambda t: (t["n"], t["oh"], t["ow"], out_channels(t))),
         attrs=lambda t: {"pad": win.pad(t)},
         work=lambda s: ctx.mac_work(mac_problem(
-            "depthwise_conv2d", (s["n"], s["oh"], s["ow"], s["c"] * m), (kh, kw, s["c"], m))))
+            "depthwise_conv2d", (s["n"], s["oh"], s["ow"], s["c"] * m), (kh, kw, s["c"], m)), op))
     return space, "depthwise_conv2d", conv_attrs(g, step)
 
 
@@ -122,7 +122,7 @@ def transpose_conv2d(step: Step, ctx: Context):
                          "out_size": (t["oh"][1], t["ow"][1])},
         work=lambda s: ctx.mac_work(mac_problem(
             "transpose_conv2d", (s["n"], s["oh"], s["ow"], s["oc"]), (s["oc"], kh, kw, s["ic"]),
-            (sy, sx))))
+            (sy, sx)), op))
     attrs = {"stride": (sy, sx), "out_pad_top": opt, "out_pad_left": opl,
              "input_zp": const_int(g, operand(op, "input_zp")),
              "weight_zp": const_int(g, operand(op, "weight_zp")),
@@ -161,7 +161,7 @@ def conv3d(step: Step, ctx: Context):
         attrs=lambda t: {"pad": tuple(p for s in spans(t) for p in s[2:])},
         work=lambda s: ctx.mac_work(mac_problem(
             "conv3d", (s["n"], s["od"], s["oh"], s["ow"], s["oc"]),
-            (s["oc"], kd, kh, kw, s["ic"]))))
+            (s["oc"], kd, kh, kw, s["ic"])), op))
     return space, "conv3d", conv_attrs(g, step)
 
 
@@ -181,7 +181,7 @@ def matmul(step: Step, ctx: Context):
                            lambda t: (t["n"], t["h"], t["w"])),
         reduction="k", acc_itemsize=_acc_itemsize(g, op),
         work=lambda s: ctx.mac_work(mac_problem(
-            "matmul", (s["n"], s["h"], s["w"]), (s["n"], s["k"], s["w"]))))
+            "matmul", (s["n"], s["h"], s["w"]), (s["n"], s["k"], s["w"])), op))
     attrs = {"a_zp": const_int(g, operand(op, "A_zp")), "b_zp": const_int(g, operand(op, "B_zp")),
              **stage_attrs(g, step, acc_dtype(g, op))}
     return space, "matmul", attrs
