@@ -1,7 +1,9 @@
 """The float TFLite models of tests/data/tflite/ against TFLite's reference kernels (their
 ref-output-0.npy): the float-edged ones (float32 QUANTIZE into an int8 network, DEQUANTIZE out)
-equal bit for bit on every preset with floating point; the integer-only edge-256 refuses them
-and the float32 ones in one line naming the first float operator."""
+equal bit for bit on every preset with floating point, the float32 ones within 1e-5 of the
+output range on every preset whose MAC array has an fp32 mode; the integer-only edge-256 refuses
+them all in one line naming the first float operator, and the presets without fp32 MACs refuse
+the float32 ones in one line."""
 import json
 from pathlib import Path
 
@@ -14,7 +16,8 @@ from npu_sim.cli import main
 DATA = Path(__file__).parent / "data" / "tflite"
 FLOAT_EDGED = ["image_example1", "autoencoder_example"]
 FLOAT32 = ["image_example1_float32", "autoencoder_example_float32"]
-FLOAT_PRESETS = ["default", "large-8k"]     # the presets with PRO-FP
+FLOAT_PRESETS = ["default", "large-8k"]     # the presets with PRO-FP and TFLite's int8 rounding
+FP32_PRESETS = ["large-8k"]                  # the MAC arrays with an fp32 x fp32 mode
 
 
 def _run(model, preset):
@@ -50,3 +53,19 @@ def test_integer_only_preset_refuses_in_one_line(model, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert "tfl0_" in err and "fp32" in err and "PRO-FP" in err, err
+
+
+@pytest.mark.parametrize("preset", FP32_PRESETS)
+@pytest.mark.parametrize("model", FLOAT32)
+def test_float32_model_within_1e_5_of_its_range(model, preset):
+    got, ref = _run(model, preset)
+    assert np.abs(got.astype(np.float64) - ref).max() <= 1e-5 * np.ptp(ref)
+
+
+@pytest.mark.parametrize("preset", ["default", "tpu-v4-core"])
+def test_float32_convolutions_refused_without_fp32_macs(preset, capsys):
+    """default and tpu-v4-core have fp16/bf16 MAC modes but no fp32 one: one line, exit 2."""
+    assert main(["run", str(DATA / "autoencoder_example_float32" / "model.tflite"), "--config",
+                 preset, "--timing-only"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "fp32 x fp32" in err, err
