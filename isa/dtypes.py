@@ -90,7 +90,9 @@ def as_storage(array: np.ndarray, dtype: str) -> np.ndarray:
     """An accepted array (see accepts) as the type's storage dtype, by reinterpreting its bytes."""
     array = np.asarray(array)
     storage = STORAGE[dtype]
-    return array if array.dtype == storage else np.ascontiguousarray(array).view(storage)
+    if array.dtype == storage:
+        return array
+    return np.ascontiguousarray(array).view(storage).reshape(array.shape)   # (keeps rank 0)
 
 
 def as_npy(array: np.ndarray) -> np.ndarray:
@@ -98,7 +100,7 @@ def as_npy(array: np.ndarray) -> np.ndarray:
     array = np.asarray(array)
     for name, forms in NPY_FORMS.items():
         if array.dtype == STORAGE[name]:
-            return np.ascontiguousarray(array).view(forms[0])
+            return np.ascontiguousarray(array).view(forms[0]).reshape(array.shape)
     return array
 
 

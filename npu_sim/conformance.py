@@ -12,6 +12,11 @@ Statuses (one per test, in the JSON report and the per-operator summary):
 
     pass      the graph ran; its outputs equal the expected ones bit for bit, or no expected
               output was found (message "no expected output")
+    compliant      a test with floating-point outputs ran, its integer outputs (if any) are
+              bit-exact and Arm's compliance checker finds every float output within the
+              bounds of the fp64 reference (the message: the checker's, or the mode)
+    non-compliant  the same, but the checker finds a float output outside them (the message
+              is the checker's: where, by how much, against which bound)
     fail      outputs differ; or an expected-failure (ERROR_IF) test was accepted; or a valid
               test was refused (the message gives the reason)
     refused   an expected-failure test was rejected (NpuSimError from load/validate/compile/
@@ -22,9 +27,11 @@ Statuses (one per test, in the JSON report and the per-operator summary):
 Expected outputs, in order of preference: `--expected-dir E` (E/<test name>/<ofm_file>), the
 desc's `expected_result_file` list, `<ofm_file>` or `ref-<ofm_file>` in the test folder, or
 the reference results Arm's runner leaves (`<stem>.runner.tosa_refmodel_compliance_sut_run.npy`).
-Outputs must match bit for bit, except under the RESCALE_INEXACT compliance mode
+Integer outputs must match bit for bit, except under the RESCALE_INEXACT compliance mode
 (EXT-INEXACTROUND), where they must lie within the bounds the reference model's compliance run
-writes next to the expected output (`bounds_<file>`).
+writes next to the expected output (`bounds_<file>`). Float outputs are judged by Arm's checker
+(npu_sim/compliance.py) against the expected output of the reference model's precise run
+(`--precise_mode=1`: fp64) and its `bounds_<file>` where the desc requires bounds.
 """
 from __future__ import annotations
 
@@ -40,7 +47,7 @@ from pathlib import Path
 
 from npu_sim.isa.errors import InputError, NpuSimError
 
-STATUSES = ("pass", "fail", "refused", "error", "skipped")
+STATUSES = ("pass", "compliant", "non-compliant", "fail", "refused", "error", "skipped")
 REF_RUNNER_SUFFIX = ".runner.tosa_refmodel_compliance_sut_run"
 
 
@@ -220,20 +227,40 @@ def _compliance(desc: dict, name: str) -> dict:
     return desc.get("meta", {}).get("compliance", {}).get("tensors", {}).get(name, {})
 
 
-def _compare(actual: dict, expected: list[Path], desc: dict) -> tuple[str | None, str]:
-    """(None, how) when every output matches its expected array, else (what differs, "").
+def _compare(actual: dict, expected: list[Path], desc: dict):
+    """(problem, how, verdict): problem None when every integer output matches its expected
+    array, else what differs; verdict None when no output is a float one, else (compliant,
+    message) of Arm's checker over the float outputs (npu_sim/compliance.py).
 
     Integer compliance modes are EXACT (bit for bit, dtype and shape included) except
     RESCALE_INEXACT (EXT-INEXACTROUND): there the reference model's compliance run writes the
     lowest allowed value as the result and the highest as `bounds_<ofm_file>`, and any value in
-    between conforms, as Arm's verifier checks it."""
+    between conforms, as Arm's verifier checks it. Float outputs are judged against the fp64
+    reference of the precise run and, when the test needs them, its `bounds_<file>`."""
     import numpy as np
-    problems, how = [], "bit-exact"
+
+    from . import compliance
+    problems, how, verdicts = [], "bit-exact", []
+    needs_bounds = bool(desc.get("test_requirements", {}).get("bounds_file_required"))
     for name, path in zip(desc.get("ofm_name", []), expected):
         want = np.load(path, allow_pickle=False)
         got = actual.get(name)
         if got is None:
             problems.append(f"{name}: not produced")
+            continue
+        info = _compliance(desc, name)
+        if compliance.judged(info):
+            if got.shape != want.shape:
+                problems.append(f"{name}: shape {list(got.shape)}, expected {list(want.shape)}")
+                continue
+            bounds = path.with_name(f"bounds_{path.name}")
+            if needs_bounds and not bounds.is_file():
+                problems.append(f"{name}: the test needs the reference model's bounds, {bounds} "
+                                "is missing")
+                continue
+            good, text = compliance.check(name, desc["meta"]["compliance"], got, want,
+                                          np.load(bounds, allow_pickle=False) if needs_bounds else None)
+            verdicts.append((good, f"{name}: {text}"))
             continue
         if got.dtype != want.dtype:
             problems.append(f"{name}: dtype {got.dtype}, expected {want.dtype}")
@@ -241,7 +268,6 @@ def _compare(actual: dict, expected: list[Path], desc: dict) -> tuple[str | None
         if got.shape != want.shape:
             problems.append(f"{name}: shape {list(got.shape)}, expected {list(want.shape)}")
             continue
-        info = _compliance(desc, name)
         bounds = path.with_name(f"bounds_{path.name}")
         if info.get("mode") == "RESCALE_INEXACT" and bounds.is_file():
             hi = np.load(bounds, allow_pickle=False)
@@ -263,7 +289,26 @@ def _compare(actual: dict, expected: list[Path], desc: dict) -> tuple[str | None
             idx = tuple(int(i) for i in np.argwhere(diff)[0])
             problems.append(f"{name}: {int(diff.sum())} of {diff.size} values differ (first at "
                             f"{list(idx)}: {got[idx]!r}, expected {want[idx]!r})")
-    return ("; ".join(problems) or None), how
+    verdict = None
+    if verdicts:
+        bad = [m for good, m in verdicts if not good]
+        verdict = (not bad, "; ".join(bad or [m for _, m in verdicts]))
+    return ("; ".join(problems) or None), how, verdict
+
+
+def _save_npy(f, array) -> None:
+    """np.save, except that raw bytes (bf16 |V2, fp8e4m3 |V1) get the '<V2' / '<V1' header
+    the reference model writes: tosa_verify, which Arm's runner checks SUT outputs with,
+    refuses numpy's '|V2' spelling of the same bytes ("Data type/format not suitable")."""
+    import numpy as np
+    if array.dtype.kind != "V":
+        np.save(f, array, allow_pickle=False)
+        return
+    header = "{'descr': '<V%d', 'fortran_order': False, 'shape': %r, }" % (
+        array.dtype.itemsize, tuple(array.shape))
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"      # 64-byte aligned, as numpy does
+    f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode("latin1"))
+    f.write(np.ascontiguousarray(array).tobytes())
 
 
 def _write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
@@ -275,7 +320,7 @@ def _write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
         if name in outputs:
             tmp = out_dir / f".{file}.part"
             with open(tmp, "wb") as f:
-                np.save(f, as_npy(outputs[name]), allow_pickle=False)
+                _save_npy(f, as_npy(outputs[name]))
             os.replace(tmp, out_dir / file)
 
 
@@ -359,8 +404,14 @@ def run_test(test_dir, config_spec: str | None = None, output_dir=None, expected
         if expected is None:
             res.status, res.message = "pass", "no expected output"
             return res
-        problem, how = _compare(result.outputs, expected, desc)
-        res.status, res.message = ("fail", problem) if problem else ("pass", how)
+        problem, how, verdict = _compare(result.outputs, expected, desc)
+        if problem:
+            res.status, res.message = "fail", problem
+        elif verdict is not None:
+            res.status = "compliant" if verdict[0] else "non-compliant"
+            res.message = verdict[1]
+        else:
+            res.status, res.message = "pass", how
         return res
     except Exception as exc:  # a bug in npu-sim (or an unreadable descriptor)
         tb = traceback.extract_tb(exc.__traceback__)
@@ -417,9 +468,11 @@ def summarize(results) -> dict[str, dict[str, int]]:
 
 def summary_table(results, markdown: bool = False) -> str:
     table = summarize(results)
-    cols = ("passed", "refused", "failed", "errors", "skipped")
-    keys = {"passed": "pass", "refused": "refused", "failed": "fail", "errors": "error",
-            "skipped": "skipped"}
+    cols = ("passed", "compliant", "non-compliant", "refused", "failed", "errors", "skipped")
+    keys = {"passed": "pass", "compliant": "compliant", "non-compliant": "non-compliant",
+            "refused": "refused", "failed": "fail", "errors": "error", "skipped": "skipped"}
+    if not any(row["compliant"] + row["non-compliant"] for row in table.values()):
+        cols = tuple(c for c in cols if "compliant" not in c)    # an integer-only run
     total = {c: sum(row[keys[c]] for row in table.values()) for c in cols}
     width = max([len(op) for op in table] + [8])
     lines = []
@@ -430,10 +483,10 @@ def summary_table(results, markdown: bool = False) -> str:
             lines.append(f"| {op} | " + " | ".join(str(row[keys[c]]) for c in cols) + " |")
         lines.append("| **total** | " + " | ".join(f"**{total[c]}**" for c in cols) + " |")
     else:
-        lines.append(f"{'operator':<{width}} " + " ".join(f"{c:>8}" for c in cols))
+        lines.append(f"{'operator':<{width}} " + " ".join(f"{c:>{len(c) if len(c) > 8 else 8}}" for c in cols))
         for op, row in table.items():
-            lines.append(f"{op:<{width}} " + " ".join(f"{row[keys[c]]:>8}" for c in cols))
-        lines.append(f"{'total':<{width}} " + " ".join(f"{total[c]:>8}" for c in cols))
+            lines.append(f"{op:<{width}} " + " ".join(f"{row[keys[c]]:>{max(8, len(c))}}" for c in cols))
+        lines.append(f"{'total':<{width}} " + " ".join(f"{total[c]:>{max(8, len(c))}}" for c in cols))
     return "\n".join(lines) + "\n"
 
 
@@ -442,7 +495,7 @@ def ok(results) -> bool:
     skipped ones."""
     for r in results:
         d = r.to_json() if isinstance(r, TestResult) else r
-        if d["status"] in ("fail", "error"):
+        if d["status"] in ("fail", "error", "non-compliant"):
             return False
         if d["status"] == "refused" and not d.get("expected_failure", True):
             return False
@@ -465,7 +518,7 @@ def cmd_conformance(args) -> int:
     bad = []
 
     def progress(r, done, total):
-        if r.status in ("fail", "error"):
+        if r.status in ("fail", "error", "non-compliant"):
             bad.append(r)
             if not args.quiet:
                 print(f"  {r.status.upper():7} {r.test}: {r.message}", file=sys.stderr)

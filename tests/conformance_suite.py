@@ -19,11 +19,16 @@ Steps (each skipped when its output is already there, so a run can be resumed):
    pinned seed (42); it adds CONST_SHAPE tests (a shape_t graph output), which the official
    selection lacks. `--profile ext-shape` is the same for the 15 shape operators of the TOSA
    1.1 draft (--tosa-version 1.1.0 --extension tosa-ext-shape, every profile).
-2. expected outputs: the reference model runs every valid test; its outputs go to
+   `--profile pro-fp`: tosa_verif_conformance_generator --tosa-version 1.0.2 --profile
+   tosa-pro-fp --extension tosa-ext-bf16 tosa-ext-fp8e4m3 tosa-ext-fp8e5m2 tosa-ext-fft
+   (9,896 tests); its sample is every PRO-FP operator in fp32, fp16, bf16 and both fp8 types.
+2. expected outputs: the reference model runs every valid test in precise mode (fp64 results
+   of float tests, and the bounds file where test_requirements.bounds_file_required); its outputs go to
    DIR/expected/<test name>/<ofm_file> (tests it calls UNPREDICTABLE or ERROR are listed in
    DIR/expected/reference.json and reported).
 3. run: npu-sim conformance DIR/tests --expected-dir DIR/expected --json DIR/results.json;
-   the per-operator table goes to DIR/summary.md.
+   float outputs are judged by Arm's compliance checker (compliant / non-compliant); the
+   per-operator table goes to DIR/summary.md.
 
 Only this helper and the tests call the reference model; npu-sim itself never does.
 """
@@ -83,14 +88,39 @@ class Suite:
     ops: tuple                   # operators of the official selection
     sample_dtypes: tuple         # --target-dtype of the sample
     sample_ops: tuple = ()       # operators only the sample generates
+    op_args: dict | None = None  # extra sample generator arguments of some operators
 
+
+# Every PRO-FP operator of TOSA 1.0 as the generator names them, MAC and FFT ones included
+# (EXT-BF16, EXT-FP8E4M3, EXT-FP8E5M2 and EXT-FFT add types and FFT2D/RFFT2D).
+FP_NON_MAC_OPS = (
+    "abs", "add", "argmax", "avg_pool2d", "cast", "ceil", "clamp", "concat", "const", "cos",
+    "equal", "erf", "exp", "floor", "gather", "greater", "greater_equal", "identity", "log",
+    "max_pool2d", "maximum", "minimum", "mul", "negate", "pad", "pow", "reciprocal", "reduce_max",
+    "reduce_min", "reduce_product", "reduce_sum", "reshape", "resize", "reverse", "rsqrt",
+    "scatter", "select", "sigmoid", "sin", "slice", "sub", "tanh", "tile", "transpose")
+FP_MAC_OPS = ("conv2d", "conv3d", "depthwise_conv2d", "transpose_conv2d", "matmul", "fft2d", "rfft2d")
+FP_EXTENSIONS = ("tosa-ext-bf16", "tosa-ext-fp8e4m3", "tosa-ext-fp8e5m2", "tosa-ext-fft")
+
+# Operators whose float tests the generator makes only for longer reductions (a DOT_PRODUCT
+# check needs enough terms): the suite's own value range and a dimension range of that size.
+FP_SAMPLE_OP_ARGS = {"reduce_sum": ["--fp-values-range=-max,max", "--tensor-dim-range", "32,34",
+                                 "--target-rank", "3"],
+                  "avg_pool2d": ["--fp-values-range=-max,max", "--target-shape", "2,11,7,5",
+                                 "--allow-pooling-and-conv-oversizes"]}
 
 SUITES = {
     "pro-int": Suite("pro-int", TOSA_VERSION, (PROFILE,), EXTENSIONS, SUITE_OPS,
                      ("bool", "int4", "int8", "int16", "int32", "int48", "shape"), SAMPLE_ONLY_OPS),
     # Reported apart: a draft of the next version, run only because a graph declares it.
     "ext-shape": Suite("ext-shape", "1.1.0", (), ("tosa-ext-shape",), SHAPE_OPS,
-                       ("bool", "int8", "int16", "int32")),
+                       ("bool", "int8", "int16", "int32", "fp32", "fp16", "bf16", "fp8e4m3",
+                        "fp8e5m2")),
+    # The official selection is one generator run over every operator (ops empty): about
+    # 9,900 tests, integer-typed tests of the operators both profiles share included.
+    "pro-fp": Suite("pro-fp", TOSA_VERSION, ("tosa-pro-fp",), FP_EXTENSIONS, (),
+                    ("fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2"), FP_NON_MAC_OPS + FP_MAC_OPS,
+                    FP_SAMPLE_OP_ARGS),
 }
 
 # Sample selection: the official per-operator selection criteria of the conformance suite
@@ -156,9 +186,12 @@ def generate_sample(out: Path, ops=SUITE_OPS, seed: int = SAMPLE_SEED, jobs: int
               "--target-dtype", *suite.sample_dtypes, *SAMPLE_ARGS]
     # Operators the suite generates with any mix of constant and variable inputs (e.g. a CONV2D
     # bias fed at run time) get that here too.
-    mixed = [op for op in ops if "random_const_inputs" in official.get(op, {}).get("support_for", [])]
-    plain = [op for op in ops if op not in mixed]
-    batches = []
+    op_args = suite.op_args or {}
+    own = [op for op in ops if op in op_args]
+    mixed = [op for op in ops if op not in own
+             and "random_const_inputs" in official.get(op, {}).get("support_for", [])]
+    plain = [op for op in ops if op not in mixed and op not in own]
+    batches = [(op, op_args[op]) for op in own]
     for group, extra in ((mixed, ["--random-const-inputs"]), (plain, [])):
         for i in range(jobs):
             if group[i::jobs]:
@@ -191,10 +224,11 @@ def generate_full(out: Path, ops=None, jobs: int = 2, extensions=EXTENSIONS,
     cmd = ["tosa_verif_conformance_generator", *_profile_args(suite), "--extension", *extensions,
            "--tosa-version", suite.version, "--output-type", "binary", "--output-directory", str(out),
            "--build-directory", str(build), "-j", str(jobs)]
-    for op in ops or suite.ops:
-        log(f"generating {op} ...")
+    for op in ops or suite.ops or ("",):
+        log(f"generating {op or 'every operator'} ...")
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd + ["--operators", op], capture_output=True, text=True, cwd=out.parent)
+        proc = subprocess.run(cmd + (["--operators", op] if op else []), capture_output=True,
+                              text=True, cwd=out.parent)
         if proc.returncode:
             raise RuntimeError(f"generating {op} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
         log(f"  {op}: {time.perf_counter() - t0:.0f} s")
@@ -269,20 +303,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path, help="working directory")
     ap.add_argument("--profile", choices=sorted(SUITES), default="pro-int",
-                    help="the selection: pro-int (default), or ext-shape, the TOSA 1.1-draft shape "
-                    "operators (reported apart)")
+                    help="the selection: pro-int (default); pro-fp, PRO-FP with EXT-BF16, "
+                    "EXT-FP8E4M3, EXT-FP8E5M2 and EXT-FFT (run on large-8k unless --config); or "
+                    "ext-shape, the TOSA 1.1-draft shape operators (reported apart)")
     ap.add_argument("--sample", action="store_true", help="the small CI sample instead of the full suite")
     ap.add_argument("--ops", help="comma-separated generator operator names (default: every "
                     "operator of the selection)")
     ap.add_argument("--no-controlflow", action="store_true", help="leave out EXT-CONTROLFLOW")
     ap.add_argument("--seed", type=int, default=SAMPLE_SEED, help="sample seed (default 42)")
-    ap.add_argument("--config", help="npu-sim config (default: default)")
+    ap.add_argument("--config", help="npu-sim config (default: default; large-8k for pro-fp)")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--skip-generate", action="store_true", help="reuse DIR/tests as it is")
     args = ap.parse_args(argv)
     suite = SUITES[args.profile]
     out = args.out.resolve()
     ops = tuple(args.ops.split(",")) if args.ops else suite.ops + (suite.sample_ops if args.sample else ())
+    config = args.config or ("large-8k" if suite.name == "pro-fp" else None)   # (fp8)
     exts = suite.extensions
     if args.no_controlflow:
         exts = tuple(e for e in exts if e != CONTROLFLOW)
@@ -303,13 +339,13 @@ def main(argv=None) -> int:
     log(f"{len(ref)} reference runs in {time.perf_counter() - t1:.0f} s; "
         f"{len(bad_ref)} without outputs (see expected/reference.json)")
     t2 = time.perf_counter()
-    rows = run_npu_sim(tests_dir, out / "expected", out / "results.json", args.jobs, args.config)
+    rows = run_npu_sim(tests_dir, out / "expected", out / "results.json", args.jobs, config)
     log(f"{len(rows)} npu-sim runs in {time.perf_counter() - t2:.0f} s")
     table = conf.summary_table(rows, markdown=True)
     (out / "summary.md").write_text(table)
     print(table)
     for r in rows:
-        if r["status"] in ("fail", "error"):
+        if r["status"] in ("fail", "error", "non-compliant"):
             print(f"{r['status'].upper()} {r['test']}: {r['message']}")
     return 0 if conf.ok(rows) else 1
 
