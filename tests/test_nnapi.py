@@ -207,3 +207,38 @@ def test_sustained_speed_runs_back_to_back_pairs(device):
     for x, (status, _, _, outs) in zip(xs, r):
         assert status == ErrorStatus.NONE
         assert np.array_equal(outs[0], fast.execute(Request([x]))[3][0])
+
+
+def _reshape_with_shape_input():
+    b = ModelBuilder("reshape")
+    x = b.input("TENSOR_QUANT8_ASYMM", (2, 6), 0.5, 7)
+    shape = b.input("TENSOR_INT32", (2,))
+    y = b.operand("TENSOR_QUANT8_ASYMM", (3, 4), 0.5, 7)
+    b.op("RESHAPE", [x, shape], [y])
+    b.output(y)
+    return b.model()
+
+
+def test_shape_parameters_given_at_run_time(device):
+    model = _reshape_with_shape_input()
+    assert device.getSupportedOperations(model) == (ErrorStatus.NONE, [True])
+    _, prepared = device.prepareModel(model)
+    x = np.arange(12, dtype=np.uint8).reshape(2, 6)
+    status, _, _, outs = prepared.execute(Request([x, np.array([3, -1])]))
+    assert status == ErrorStatus.NONE and np.array_equal(outs[0], x.reshape(3, 4))
+    # a shape that disagrees with the declared output is the request's INVALID_ARGUMENT
+    assert prepared.execute(Request([x, np.array([4, 3])]))[0] == ErrorStatus.INVALID_ARGUMENT
+
+
+def test_gather_indices_from_the_request_are_bounded(device):
+    b = ModelBuilder("gather")
+    x = b.input("TENSOR_QUANT8_ASYMM", (5, 3), 1.0, 0)
+    idx = b.input("TENSOR_INT32", (4,))
+    y = b.operand("TENSOR_QUANT8_ASYMM", (4, 3), 1.0, 0)
+    b.op("GATHER", [x, b.i32(0), idx], [y])
+    b.output(y)
+    _, prepared = device.prepareModel(b.model())
+    x = np.arange(15, dtype=np.uint8).reshape(5, 3)
+    status, _, _, outs = prepared.execute(Request([x, np.array([4, 0, 2, 2])]))
+    assert status == ErrorStatus.NONE and np.array_equal(outs[0], x[[4, 0, 2, 2]])
+    assert prepared.execute(Request([x, np.array([5, 0, 0, 0])]))[0] == ErrorStatus.INVALID_ARGUMENT

@@ -106,6 +106,12 @@ def test_transpose(perm):
     _one("TRANSPOSE", shape, tuple(shape[p] for p in perm), consts=[np.array(perm, np.int32)])
 
 
+@pytest.mark.parametrize("mult", [(1, 2, 3), (3, 1, 1)])
+def test_tile(mult):
+    shape = (2, 3, 4)
+    _one("TILE", shape, tuple(d * m for d, m in zip(shape, mult)), consts=[np.array(mult, np.int32)])
+
+
 @pytest.mark.parametrize("case", [((2, 5, 6, 3), [1, 1, 2, 0], [1, 3, -1, 3], (1, 3, 4, 3)),
                                   ((7, 9), [2, 0], [4, 9], (4, 9)), ((4, 4, 4), [0, 3, 1], [-1, 1, 2], (4, 1, 2))])
 def test_slice(case):
@@ -117,6 +123,9 @@ def test_slice(case):
     ((1, 8, 8, 4), [0, 1, 0, 0], [1, 7, 8, 4], [1, 2, 3, 1], 0, 0, 0, (1, 3, 3, 4)),
     ((4, 6), [1, -5], [0, 0], [1, 1], 0, 2, 1, (5,)),
     ((3, 9), [0, 2], [3, 9], [2, 4], 0, 0, 0, (2, 2)),
+    ((5, 6), [4, 0], [0, 6], [-1, 2], 0, 0, 0, (4, 3)),           # negative strides: REVERSE
+    ((5, 6), [0, 0], [0, 0], [-2, -1], 3, 3, 0, (3, 6)),
+    ((7, 4), [-1, 1], [-8, 3], [-3, 1], 0, 0, 0, (3, 2)),
 ])
 def test_strided_slice(case):
     shape, begin, end, strides, bmask, emask, shrink, out = case

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from npu_sim.compiler.frontends import nnapi as fe
+from npu_sim.compiler.frontends.nnapi import params
 from npu_sim.compiler.frontends.nnapi.model import NUMPY, Model, OperandType
 from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 
@@ -40,7 +41,10 @@ class Device:
     def supported_operations(self, model: Model) -> list[tuple[bool, str]]:
         """(verdict, reason) per main-graph operation. Raises ModelError for an invalid model.
         An operation is supported when it lowers and compiles alone and the whole model
-        compiles; if only the whole fails, every operation is refused with its reason."""
+        compiles; if only the whole fails, every operation is refused with its reason. Shape
+        parameters given as inputs are judged with stand-in values (params.py)."""
+        if params.parameter_inputs(model.main):
+            model = params.bind(model, params.stand_ins(model))
         ops = model.main.operations
         try:
             fe.translate(model.main)
@@ -75,13 +79,16 @@ class Device:
         """Preparation takes no simulated device time, so its deadline cannot be missed."""
         try:
             preference, priority = ExecutionPreference(preference), Priority(priority)
-            graph = fe.lower_model(model, model.name)
-            single, pair = sched.choose(graph, self.config, preference)
+            prepared = PreparedModel(self, model, preference, priority)
+            if prepared.parameters:           # compiled when a request brings their values
+                fe.lower_model(params.bind(model, params.stand_ins(model)), model.name)
+            else:
+                prepared.variant({})
         except (ValueError, ModelError):
             return ErrorStatus.INVALID_ARGUMENT, None
         except NpuSimError:
             return ErrorStatus.GENERAL_FAILURE, None
-        return ErrorStatus.NONE, PreparedModel(self, model, preference, priority, single, pair)
+        return ErrorStatus.NONE, prepared
 
     def execute_concurrent(self, submissions):
         """Executions submitted together: [(prepared, request, measure, deadline_us)]. The device
@@ -96,7 +103,8 @@ class Device:
             i = order[k]
             prep = submissions[i][0]
             group = [i]
-            if prep.pair is not None and k + 1 < len(order) and submissions[order[k + 1]][0] is prep:
+            if prep.preference == ExecutionPreference.SUSTAINED_SPEED and k + 1 < len(order) and \
+                    submissions[order[k + 1]][0] is prep:
                 group.append(order[k + 1])
             outs = prep._run([submissions[j][1] for j in group], start_us=clock_us)
             for j, res in zip(group, outs):
@@ -120,15 +128,45 @@ class _Io:
     operand: object
 
 
+@dataclass
+class _Variant:
+    """The schedules of one set of shape-parameter values (the empty set without any)."""
+    schedule: sched.Schedule
+    pair: sched.Schedule | None
+    names: dict[int, str]                # graph input name of each bound model input operand
+
+
 class PreparedModel:
-    def __init__(self, device: Device, model: Model, preference, priority, single, pair):
+    def __init__(self, device: Device, model: Model, preference, priority):
         self.device, self.model = device, model
         self.preference, self.priority = preference, priority
-        self.schedule, self.pair = single, pair
         ins, outs = fe.io_names(model.main)
         ops = model.main.operands
         self.inputs = [_Io(k, n, ops[k]) for n, k in zip(ins, model.main.input_indexes)]
         self.outputs = [_Io(k, n, ops[k]) for n, k in zip(outs, model.main.output_indexes)]
+        self.index_bounds = fe.index_inputs(model.main)
+        self.parameters = params.parameter_inputs(model.main)
+        self._variants: dict[tuple, _Variant] = {}
+
+    @property
+    def schedule(self) -> sched.Schedule:
+        """The single-execution schedule (of the first parameter values seen, if any)."""
+        return next(iter(self._variants.values())).schedule
+
+    @property
+    def pair(self) -> sched.Schedule | None:
+        return next(iter(self._variants.values())).pair
+
+    def variant(self, values: dict[int, np.ndarray]) -> _Variant:
+        """Compiled for these parameter values (ModelError if types.spec forbids them)."""
+        key = tuple((k, None if v is None else v.tobytes()) for k, v in sorted(values.items()))
+        if key not in self._variants:
+            model = params.bind(self.model, values) if values else self.model
+            graph = fe.lower_model(model, model.name)
+            single, pair = sched.choose(graph, self.device.config, self.preference)
+            names = dict(zip(model.main.input_indexes, fe.io_names(model.main)[0]))
+            self._variants[key] = _Variant(single, pair, names)
+        return self._variants[key]
 
     def execute(self, request: Request, measure=MeasureTiming.NO, deadline_us: float | None = None):
         """(ErrorStatus, [OutputShape], Timing, [output arrays]); Timing in microseconds."""
@@ -143,6 +181,9 @@ class PreparedModel:
         for io, value in zip(self.inputs, request.inputs):
             o = io.operand
             if value is None:
+                if io.index in self.parameters:     # an omitted optional parameter
+                    feeds[io.index] = None
+                    continue
                 return ErrorStatus.INVALID_ARGUMENT, f"input {io.name} is missing"
             arr = np.asarray(value)
             if tuple(arr.shape) != tuple(o.dimensions):
@@ -155,7 +196,11 @@ class PreparedModel:
                 return ErrorStatus.INVALID_ARGUMENT, (f"input {io.name} holds {arr.dtype} values "
                                                       f"that are not {o.type.name}")
             arr = arr.astype(want)
-            feeds[io.name] = arr.view(np.int8) if want == np.uint8 else arr
+            bound = self.index_bounds.get(io.index)
+            if bound is not None and arr.size and not (0 <= arr.min() and arr.max() < bound):
+                return ErrorStatus.INVALID_ARGUMENT, (f"input {io.name}: GATHER indices must be "
+                                                      f"in [0, {bound})")
+            feeds[io.index] = arr.view(np.int8) if want == np.uint8 else arr
         sizes = list(request.output_sizes or [])
         if sizes and len(sizes) != len(self.outputs):
             return ErrorStatus.INVALID_ARGUMENT, f"the model has {len(self.outputs)} outputs"
@@ -172,18 +217,33 @@ class PreparedModel:
         results = [None if status == ErrorStatus.NONE else {"status": status, "detail": detail}
                    for status, detail in checked]
         good = [i for i, r in enumerate(results) if r is None]
+        variants = {}
+        for i in good:
+            values = {k: checked[i][1][k] for k in self.parameters}
+            try:
+                variants[i] = self.variant(values)
+            except ModelError as exc:             # values that make the model invalid
+                results[i] = {"status": ErrorStatus.INVALID_ARGUMENT, "detail": str(exc)}
+            except NpuSimError as exc:
+                results[i] = {"status": ErrorStatus.GENERAL_FAILURE, "detail": str(exc)}
+        good = [i for i in good if results[i] is None]
         if not good:
             return results
-        pair = self.pair is not None and len(good) == self.pair.executions
-        s = self.pair if pair else self.schedule
+        v = variants[good[0]]
+        pair = v.pair is not None and len(good) == v.pair.executions and \
+            all(variants[i] is v for i in good)
+        s = v.pair if pair else v.schedule
+        good = good[:s.executions]
         feeds = {}
-        for j, i in enumerate(good[:s.executions]):
-            feeds.update({(f"{n}#{j}" if pair else n): v for n, v in checked[i][1].items()})
+        for j, i in enumerate(good):
+            for k, arr in checked[i][1].items():
+                if k in v.names:
+                    feeds[f"{v.names[k]}#{j}" if pair else v.names[k]] = arr
         cfg = s.config
         sim = Machine(s.program, cfg).run(feeds, compute_values=True)
         report = build_report(s.program, cfg, sim, False)
         device_us = report.seconds * 1e6
-        for j, i in enumerate(good[:s.executions]):
+        for j, i in enumerate(good):
             outs = []
             for io in self.outputs:
                 arr = sim.outputs[f"{io.name}#{j}" if pair else io.name]

@@ -18,7 +18,7 @@ from .translate import UINT8, Translator
 
 __all__ = ["Model", "Operand", "Operation", "OperandType", "OperandLifeTime", "OperationType",
            "Subgraph", "model_from_dict", "lower_model", "single_operation", "OPERATIONS",
-           "io_names"]
+           "io_names", "index_inputs"]
 
 O = OperationType
 OPERATIONS = {
@@ -27,14 +27,15 @@ OPERATIONS = {
     O.MINIMUM: ops.binary("MINIMUM", fused=False, requant=True),
     O.AVERAGE_POOL_2D: ops.pool("AVERAGE_POOL_2D"), O.MAX_POOL_2D: ops.pool("MAX_POOL_2D"),
     O.CONV_2D: ops.conv_2d, O.DEPTHWISE_CONV_2D: ops.depthwise_conv_2d,
-    O.TRANSPOSE_CONV_2D: ops.transpose_conv_2d, O.FULLY_CONNECTED: ops.fully_connected,
+    O.TRANSPOSE_CONV_2D: ops.transpose_conv_2d, O.GROUPED_CONV_2D: ops.grouped_conv_2d, O.FULLY_CONNECTED: ops.fully_connected,
     O.LOGISTIC: ops.logistic, O.TANH: ops.tanh, O.SOFTMAX: ops.softmax,
     O.RELU: lay.relu("RELU"), O.RELU1: lay.relu("RELU_N1_TO_1"), O.RELU6: lay.relu("RELU6"),
     O.PRELU: lay.prelu,
     O.CONCATENATION: lay.concatenation, O.RESHAPE: lay.reshape, O.SQUEEZE: lay.squeeze,
     O.EXPAND_DIMS: lay.expand_dims, O.PAD: lay.pad, O.PAD_V2: lay.pad_v2,
     O.TRANSPOSE: lay.transpose, O.SLICE: lay.slice_, O.STRIDED_SLICE: lay.strided_slice,
-    O.GATHER: lay.gather, O.SPLIT: lay.split, O.CHANNEL_SHUFFLE: lay.channel_shuffle,
+    O.GATHER: lay.gather, O.TILE: lay.tile, O.SPACE_TO_BATCH_ND: lay.space_to_batch_nd,
+    O.BATCH_TO_SPACE_ND: lay.batch_to_space_nd, O.SPLIT: lay.split, O.CHANNEL_SHUFFLE: lay.channel_shuffle,
     O.DEPTH_TO_SPACE: lay._block("DEPTH_TO_SPACE", True),
     O.SPACE_TO_DEPTH: lay._block("SPACE_TO_DEPTH", False),
     O.MEAN: lay._reduce("MEAN", need_same=False),
@@ -152,6 +153,20 @@ def _unsigned(b, x: str, out: str, input_zp: int, output_zp: int, from_unsigned:
     b.op("RESCALE", inputs, shape, "int8",
          {"scale32": True, "rounding_mode": "SINGLE_ROUND", "per_channel": False,
           "input_unsigned": from_unsigned, "output_unsigned": not from_unsigned}, out)
+
+
+def index_inputs(sg: Subgraph) -> dict[int, int]:
+    """Graph inputs read as GATHER indices, with the bound their values must stay below: a
+    request is checked against it, since the device cannot refuse an index mid-run."""
+    bounds: dict[int, int] = {}
+    for op in sg.operations:
+        if op.type == O.GATHER and len(op.inputs) == 3 and op.inputs[2] in sg.input_indexes:
+            x, axis = sg.operands[op.inputs[0]], sg.operands[op.inputs[1]]
+            rank = len(x.dimensions)
+            if axis.data is not None and rank and -rank <= axis.scalar() < rank:
+                n = x.dimensions[axis.scalar() % rank]
+                bounds[op.inputs[2]] = min(n, bounds.get(op.inputs[2], n))
+    return bounds
 
 
 def single_operation(model: Model, i: int, source: str = "<nnapi>") -> Graph:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .model import OperandLifeTime
 from .model import OperandType as T
 from .ops import ANY, Q8, Q8_INT, _io, _layout, _nhwc, _requantized
 from .translate import Translator
@@ -181,8 +182,9 @@ def gather(t: Translator):
     if idx.is_constant:
         t.need(bool(((idx.data >= 0) & (idx.data < x.dimensions[axis])).all()),
                f"indices must be in [0, {x.dimensions[axis]})")
-    else:
-        t.unsupported("indices computed at run time (an index out of range would not be refused)")
+    elif idx.lifetime != OperandLifeTime.SUBGRAPH_INPUT:
+        t.unsupported("indices computed inside the model (an index out of range would not be "
+                      "refused); indices given as a model input are checked in the request")
     t.emit("GATHER", [t.op.inputs[0], t.op.inputs[2]], t.op.outputs, axis=axis)
 
 
@@ -279,7 +281,6 @@ def prelu(t: Translator):
         t.invalid("alpha does not broadcast against the input")
     t.out_shape(shape)
     t.types(Q8, 0, 1, "o0")
-    t.tensor_const(1)
     t.need(tuple(shape) == tuple(x.dimensions), "alpha must broadcast to the input's shape")
     t.emit("PRELU", t.op.inputs[:2], t.op.outputs)
 
@@ -320,3 +321,76 @@ def channel_shuffle(t: Translator):
     b = t.synth([split[p] for p in perm], t.tensors[src].dtype, like=src)
     t.emit("TRANSPOSE", [a, t.const(perm)], [b])
     t.emit("RESHAPE", [b], t.op.outputs)
+
+
+def _chain(t: Translator, x: int, steps, out: int):
+    """Records RESHAPE/TRANSPOSE/PAD in turn from x: steps are (kind, shape, arg); the last
+    writes `out`."""
+    cur = x
+    for j, (kind, shape, arg) in enumerate(steps):
+        nxt = out if j == len(steps) - 1 else t.synth(shape, t.tensors[x].dtype, like=x)
+        if kind == "RESHAPE":
+            t.emit("RESHAPE", [cur], [nxt])
+        elif kind == "TRANSPOSE":
+            t.emit("TRANSPOSE", [cur, t.const(arg)], [nxt])
+        else:
+            t.emit("PAD", [cur, t.const(arg)], [nxt])
+        cur = nxt
+
+
+def _block_shape(t: Translator):
+    block = [int(v) for v in t.tensor_const(1).reshape(-1)]
+    t.need(len(block) == 2 and min(block) >= 1, f"block shape {block} must be two sizes >= 1")
+    return block
+
+
+def space_to_batch_nd(t: Translator):
+    """PAD, RESHAPE to [n, H/bh, bh, W/bw, bw, c], TRANSPOSE the block to the front, RESHAPE."""
+    t.counts((3, 4))
+    t.rank(0, (4,))
+    bh, bw = _block_shape(t)
+    pads = t.tensor_const(2).astype(int)
+    t.need(pads.shape == (2, 2) and bool((pads >= 0).all()), "paddings must be [2, 2], >= 0")
+    nchw = _layout(t, 3)
+    n, h, w, c = _nhwc(t.operand(0).dimensions, nchw)
+    ph, pw = h + int(pads[0].sum()), w + int(pads[1].sum())
+    t.need(ph % bh == 0 and pw % bw == 0, "the padded height and width must be multiples of "
+           "the block shape")
+    out = (n * bh * bw, ph // bh, pw // bw, c)
+    t.out_shape((out[0], c, out[1], out[2]) if nchw else out)
+    _same_types(t)
+    x, y, done = _io(t, nchw)
+    _chain(t, x, [("PAD", (n, ph, pw, c), [[0, 0], list(pads[0]), list(pads[1]), [0, 0]]),
+                  ("RESHAPE", (n, ph // bh, bh, pw // bw, bw, c), None),
+                  ("TRANSPOSE", (bh, bw, n, ph // bh, pw // bw, c), [2, 4, 0, 1, 3, 5]),
+                  ("RESHAPE", out, None)], y)
+    done()
+
+
+def batch_to_space_nd(t: Translator):
+    t.counts((2, 3))
+    t.rank(0, (4,))
+    bh, bw = _block_shape(t)
+    nchw = _layout(t, 2)
+    nb, h, w, c = _nhwc(t.operand(0).dimensions, nchw)
+    t.need(nb % (bh * bw) == 0, f"batch {nb} is not a multiple of the block size {bh * bw}")
+    n = nb // (bh * bw)
+    out = (n, h * bh, w * bw, c)
+    t.out_shape((n, c, h * bh, w * bw) if nchw else out)
+    _same_types(t)
+    x, y, done = _io(t, nchw)
+    _chain(t, x, [("RESHAPE", (bh, bw, n, h, w, c), None),
+                  ("TRANSPOSE", (n, h, bh, w, bw, c), [2, 3, 0, 4, 1, 5]),
+                  ("RESHAPE", out, None)], y)
+    done()
+
+
+def tile(t: Translator):
+    t.counts((2,))
+    x = t.operand(0)
+    mult = [int(v) for v in t.tensor_const(1).reshape(-1)]
+    t.need(len(mult) == len(x.dimensions) and min(mult, default=1) >= 1,
+           "multiples need one entry >= 1 per dimension")
+    t.out_shape([d * m for d, m in zip(x.dimensions, mult)])
+    _same_types(t)
+    t.emit("TILE", [t.op.inputs[0], t.const(mult)], t.op.outputs)

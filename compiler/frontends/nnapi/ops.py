@@ -178,6 +178,43 @@ def depthwise_conv_2d(t: Translator):
     done()
 
 
+def grouped_conv_2d(t: Translator):
+    """numGroups convolutions over the input's channel groups (a SPLIT), their outputs
+    concatenated: each group is the CONV_2D of its filters, bias and per-channel scales."""
+    t.counts((9, 12))
+    implicit = t.n_inputs() == 9
+    opts, i = _spatial(t, 3, not implicit, False)
+    groups = t.scalar(i, T.INT32)
+    opts["fused_activation_function"] = _act(t, i + 1)
+    nchw = _layout(t, i + 2)
+    x, w, b = t.operand(0), t.operand(1), t.operand(2)
+    t.rank(0, (4,))
+    t.rank(1, (4,), "filter")
+    n, ih, iw, c = _nhwc(x.dimensions, nchw)
+    oc, kh, kw, fc = w.dimensions
+    t.need(groups > 0 and c % groups == 0 and oc % groups == 0, f"{groups} groups must divide "
+           f"the input depth {c} and the output depth {oc}")
+    t.need(fc * groups == c, f"filter depth {fc} must be input depth {c} / {groups} groups")
+    t.need(b.dimensions == (oc,), f"bias dimensions {list(b.dimensions)} must be [{oc}]")
+    oh, ow = _out_hw(t, opts, ih, iw, kh, kw)
+    t.out_shape((n, oc, oh, ow) if nchw else (n, oh, ow, oc))
+    _filter_types(t, x, w)
+    _bias_rule(t, x, w, b)
+    t.types(Q8, 0, "o0")
+    xi, yi, done = _io(t, nchw)
+    step = oc // groups
+    pieces = [t.synth((n, ih, iw, fc), t.tensors[xi].dtype, like=xi) for _ in range(groups)]
+    t.emit("SPLIT", [t.const([3]), xi], pieces, num_splits=groups)
+    outs = []
+    for g, piece in enumerate(pieces):
+        wg = t.part(t.op.inputs[1], 0, g * step, step)
+        bg = t.part(t.op.inputs[2], 0, g * step, step)
+        outs.append(t.synth((n, oh, ow, step), t.tensors[yi].dtype, like=yi))
+        t.emit("CONV_2D", [piece, wg, bg], [outs[-1]], **opts)
+    t.emit("CONCATENATION", outs, [yi], axis=3)
+    done()
+
+
 def transpose_conv_2d(t: Translator):
     t.counts((9, 11))
     x, w, b = t.operand(0), t.operand(1), t.operand(2)

@@ -139,6 +139,27 @@ class Translator:
         self.tensors.append(t)
         return t.index
 
+    def part(self, k: int, axis: int, start: int, size: int) -> int:
+        """Entries [start, start + size) of tensor k along `axis`: sliced constant data (and
+        per-channel scales along it), or a SLICE record of a run-time tensor."""
+        src = self.tensors[k]
+        shape = list(src.shape)
+        shape[axis] = size
+        per_channel = len(src.scales) > 1 and src.quantized_dimension == axis
+        scales = src.scales[start:start + size] if per_channel else src.scales
+        zps = src.zero_points[:len(scales)] if per_channel else src.zero_points
+        data = None
+        if src.data is not None:
+            data = np.take(src.data, range(start, start + size), axis=axis)
+        t = TflTensor(len(self.tensors), f"nnapi{self.index}_t{len(self.tensors)}", tuple(shape),
+                      src.dtype, tuple(scales), tuple(zps), src.quantized_dimension, data)
+        self.tensors.append(t)
+        if data is None:
+            begin = [0] * len(shape)
+            begin[axis] = start
+            self.emit("SLICE", [k, self.const(begin), self.const(shape)], [t.index])
+        return t.index
+
     def const(self, values, dtype: str = "INT32") -> int:
         arr = np.asarray(values, np.int32 if dtype == "INT32" else None)
         return self.synth(arr.shape, dtype, data=arr)

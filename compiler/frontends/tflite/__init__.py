@@ -24,6 +24,7 @@ BUILTINS = {
     "CONCATENATION": layout.concatenation, "PACK": layout.pack, "UNPACK": layout.unpack,
     "SPLIT": layout.split, "SPLIT_V": layout.split_v, "PAD": layout.pad, "PADV2": layout.padv2,
     "MIRROR_PAD": layout.mirror_pad, "TRANSPOSE": layout.transpose, "SLICE": layout.slice_,
+    "TILE": layout.tile,
     "STRIDED_SLICE": layout.strided_slice, "GATHER": layout.gather,
     "DEPTH_TO_SPACE": layout.depth_to_space, "SPACE_TO_DEPTH": layout.space_to_depth,
     **elementwise.BUILTINS, **unary.BUILTINS, **reduce.BUILTINS,

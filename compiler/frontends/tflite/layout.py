@@ -11,7 +11,8 @@ def _same_quant(L: Lowering, *ks: int):
     o = L.o()
     for k in ks:
         t = L.t(k)
-        if t.dtype == "INT8" and (t.scales[:1] != o.scales[:1] or t.zero_point != o.zero_point):
+        if t.dtype == "INT8" and len(t.scales) <= 1 and (
+                t.scales[:1] != o.scales[:1] or t.zero_point != o.zero_point):   # per channel: sliced
             L.fail(f"input '{t.name}' and output '{o.name}' have different quantization")
 
 
@@ -149,6 +150,12 @@ def transpose(L: Lowering):
     L.b.op("TRANSPOSE", [L.value(0)], L.o().shape, L.dtype(L.o()), {"perms": perm}, L.out())
 
 
+def tile(L: Lowering):
+    _same_quant(L, 0)
+    mult = tuple(int(m) for m in L.const_input(1).reshape(-1))
+    L.b.op("TILE", [L.value(0), L.b.shape(mult)], L.o().shape, L.dtype(L.o()), {}, L.out())
+
+
 def slice_(L: Lowering):
     _same_quant(L, 0)
     x = L.t(0)
@@ -171,15 +178,28 @@ def strided_slice(L: Lowering):
     shape = list(x.shape)
     for axis in range(len(shape)):
         n, s = shape[axis], int(strides[axis])
-        if s <= 0:
-            L.fail("negative strides are not supported")
-        lo = 0 if opt.get("begin_mask", 0) >> axis & 1 else int(begin[axis])
-        hi = n if opt.get("end_mask", 0) >> axis & 1 else int(end[axis])
-        lo = min(max(lo + n if lo < 0 else lo, 0), n)
-        hi = min(max(hi + n if hi < 0 else hi, 0), n)
-        if opt.get("shrink_axis_mask", 0) >> axis & 1:
+        if s == 0:
+            L.fail("a zero stride")
+        shrink = opt.get("shrink_axis_mask", 0) >> axis & 1
+        if opt.get("begin_mask", 0) >> axis & 1 and not shrink:
+            lo = 0 if s > 0 else n - 1
+        else:
+            lo = int(begin[axis]) + (n if int(begin[axis]) < 0 else 0)
+        if opt.get("end_mask", 0) >> axis & 1 and not shrink:
+            hi = n if s > 0 else -1
+        else:
+            hi = int(end[axis]) + (n if int(end[axis]) < 0 else 0)
+        # StartForAxis/StopForAxis clamp to [0, n] for positive strides, [-1, n-1] for negative
+        lo, hi = (min(max(v, 0), n) for v in (lo, hi)) if s > 0 else \
+            (min(max(v, -1), n - 1) for v in (lo, hi))
+        if shrink:
+            if s < 0:
+                L.fail("a shrunk axis with a negative stride")
             hi = lo + 1
         count = max(0, -(-(hi - lo) // s))
+        if s < 0:               # the axis reversed: element lo + k*s is (n-1-lo) + k*|s| of it
+            y = b.op("REVERSE", [y], b.shape_of(y), b.dtype_of(y), {"axis": axis})
+            lo, s = n - 1 - lo, -s
         if (lo, count, s) == (0, n, 1):
             continue
         cur = b.shape_of(y)

@@ -148,8 +148,12 @@ def prelu(L: Lowering):
     b, rank = L.b, len(x.shape)
     pos = b.rescale(L.value(0), *tosa_scale(_f32_ratio(x.scale, o.scale)), "int8",
                     input_zp=x.zero_point, output_zp=o.zero_point)
-    a = L.const_input(1).astype(np.int64) - alpha.zero_point
-    a = b.const(a.reshape((1,) * (rank - a.ndim) + a.shape), "int32", "alpha")
+    a_shape = (1,) * (rank - len(alpha.shape)) + tuple(alpha.shape)
+    if alpha.data is None:                         # alpha computed at run time
+        a = b.widen(b.reshape(L.value(1), a_shape), alpha.zero_point)
+    else:
+        a = b.const((alpha.data.astype(np.int64) - alpha.zero_point).reshape(a_shape), "int32",
+                    "alpha")
     prod = b.mul(b.widen(L.value(0), x.zero_point), a)
     real = float(F32(x.scale) * F32(alpha.scale) / F32(o.scale))
     neg = b.rescale(prod, *tosa_scale(real), "int8", output_zp=o.zero_point)
