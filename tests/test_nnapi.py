@@ -242,3 +242,25 @@ def test_gather_indices_from_the_request_are_bounded(device):
     status, _, _, outs = prepared.execute(Request([x, np.array([4, 0, 2, 2])]))
     assert status == ErrorStatus.NONE and np.array_equal(outs[0], x[[4, 0, 2, 2]])
     assert prepared.execute(Request([x, np.array([5, 0, 0, 0])]))[0] == ErrorStatus.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("name", ["EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS",
+                                  "LESS_EQUAL"])
+def test_quantized_comparisons_as_aosp_compares_floats(device, name):
+    """Inputs of unrelated scales compare as float32 (q - zp) * scale do, rounding included."""
+    b = ModelBuilder(name.lower())
+    x = b.input("TENSOR_QUANT8_ASYMM", (256,), 1.64771, 127)
+    y = b.input("TENSOR_QUANT8_ASYMM", (256,), 1.49725, 112)
+    z = b.operand("TENSOR_BOOL8", (256,))
+    b.op(name, [x, y], [z])
+    b.output(z)
+    _, prepared = device.prepareModel(b.model())
+    rng = np.random.default_rng(5)
+    a = np.arange(256, dtype=np.uint8)
+    c = rng.permutation(256).astype(np.uint8)
+    status, _, _, outs = prepared.execute(Request([a, c]))
+    fa = (a.astype(np.float32) - 127) * np.float32(1.64771)
+    fc = (c.astype(np.float32) - 112) * np.float32(1.49725)
+    ref = {"EQUAL": fa == fc, "NOT_EQUAL": fa != fc, "GREATER": fa > fc, "GREATER_EQUAL": fa >= fc,
+           "LESS": fa < fc, "LESS_EQUAL": fa <= fc}[name]
+    assert status == ErrorStatus.NONE and np.array_equal(outs[0], ref)

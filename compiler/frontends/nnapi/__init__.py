@@ -11,7 +11,7 @@ from npu_sim.compiler.ir import Graph
 from ..tflite import BUILTINS
 from ..tflite.context import Lowering
 from . import layout_ops as lay
-from . import ops
+from . import logical, ops
 from .model import (Model, Operand, OperandLifeTime, OperandType, Operation, OperationType,
                     Subgraph, model_from_dict)
 from .translate import UINT8, Translator
@@ -43,7 +43,12 @@ OPERATIONS = {
     O.ARGMAX: lay._arg("ARG_MAX"), O.ARGMIN: lay._arg("ARG_MIN"),
     O.RESIZE_BILINEAR: lay._resize("RESIZE_BILINEAR"),
     O.RESIZE_NEAREST_NEIGHBOR: lay._resize("RESIZE_NEAREST_NEIGHBOR"),
+    **{O[n]: logical.comparison(n) for n in logical.COMPARE},
+    **{O[n]: logical.logical(n) for n in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT")},
+    O.REDUCE_ALL: logical.reduce_bool("REDUCE_ALL"), O.REDUCE_ANY: logical.reduce_bool("REDUCE_ANY"),
+    O.SELECT: logical.select,
 }
+LOWERINGS = {**BUILTINS, **logical.BUILTINS}
 
 
 def io_names(sg: Subgraph) -> tuple[list[str], list[str]]:
@@ -116,7 +121,7 @@ def _lower(sg: Subgraph, t: Translator, source: str) -> Graph:
         label = t.labels[j]
         b.where = label.replace("operation #", "nnapi").replace(" ", "_").lower()
         try:
-            BUILTINS[op.op](L)
+            LOWERINGS[op.op](L)
         except NpuSimError as exc:
             raise type(exc)(f"{label}: {exc}") from None
         except (ValueError, IndexError, KeyError, TypeError, OverflowError,
