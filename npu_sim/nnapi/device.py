@@ -43,13 +43,21 @@ class Device:
         An operation is supported when it lowers and compiles alone and the whole model
         compiles; if only the whole fails, every operation is refused with its reason. Shape
         parameters given as inputs are judged with stand-in values (params.py)."""
+        bound = model
         if params.parameter_inputs(model.main):
-            model = params.bind(model, params.stand_ins(model))
+            bound = params.bind(model, params.stand_ins(model))
         ops = model.main.operations
-        try:
-            fe.translate(model.main)
-        except UnsupportedError:
-            pass                             # judged operation by operation below
+        for m in ([model] if bound is model else [model, bound]):
+            try:
+                fe.translate(m.main)
+            except UnsupportedError:
+                pass                         # judged operation by operation below
+            except ModelError as exc:
+                if m is model:
+                    raise
+                return [(False, f"shape parameters given at run time: stand-in values fail "
+                         f"({_reason(exc)})")] * len(ops)
+        model = bound
         try:
             _compile(fe.lower_model(model, model.name), self.config)
             return [(True, "")] * len(ops)

@@ -91,23 +91,27 @@ def _stand_in(sg: Subgraph, op, pos: int):
         block = sg.operands[op.inputs[1]]
         if op.type == O.BATCH_TO_SPACE_ND:
             return [max(yh // max(xh, 1), 1), max(yw // max(xw, 1), 1)]
-        if pos == 1:                    # a block that leaves no padding, if there is one
+        if block.data is not None and block.count == 2:
+            bh, bw = (int(v) for v in block.data.reshape(-1))
+        else:                           # the first block the output's batch and sizes allow
             ratio = y[0] // max(x[0], 1)
             bh = next((d for d in range(1, ratio + 1) if ratio % d == 0 and d * yh >= xh
                        and (ratio // d) * yw >= xw), 1)
-            return [bh, ratio // bh]
-        bh, bw = (int(v) for v in block.data.reshape(-1)[:2]) if block.data is not None and \
-            block.count == 2 else (1, 1)
+            bw = ratio // bh
+        if pos == 1:
+            return [bh, bw]
         return [[0, max(yh * bh - xh, 0)], [0, max(yw * bw - xw, 0)]]
     if op.type == O.STRIDED_SLICE:
-        shrink = sg.operands[op.inputs[6]]
-        mask = int(shrink.scalar()) if shrink.data is not None else 0
+        masks = [sg.operands[op.inputs[i]] for i in (4, 5, 6)]
+        bm, em, sm = (int(m.scalar()) if m.data is not None else 0 for m in masks)
         if pos == 3:
             return [1] * rank
-        if pos == 1:
-            return [0] * rank
         kept = iter(y)
-        return [1 if mask >> a & 1 else next(kept, x[a]) for a in range(rank)]
+        size = [1 if sm >> a & 1 else next(kept, x[a]) for a in range(rank)]
+        if pos == 1:                    # with a masked end the slice runs to the axis' end
+            return [x[a] - size[a] if em >> a & 1 and not sm >> a & 1 else 0
+                    for a in range(rank)]
+        return size
     return None
 
 
