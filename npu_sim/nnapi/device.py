@@ -199,7 +199,8 @@ class PreparedModel:
                                                       f"{list(arr.shape)}, not {list(o.dimensions)}")
             want = np.dtype(NUMPY[o.type])
             fits = arr.dtype == want or (arr.dtype.kind in "iub" and want.kind in "iu" and (
-                not arr.size or np.iinfo(want).min <= arr.min() <= arr.max() <= np.iinfo(want).max))
+                not arr.size or np.iinfo(want).min <= arr.min() <= arr.max() <= np.iinfo(want).max)
+            ) or (arr.dtype.kind == "f" and want.kind == "f")
             if not fits:
                 return ErrorStatus.INVALID_ARGUMENT, (f"input {io.name} holds {arr.dtype} values "
                                                       f"that are not {o.type.name}")

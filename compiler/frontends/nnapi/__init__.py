@@ -8,7 +8,7 @@ from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 
 from npu_sim.compiler.ir import Graph
 
-from ..tflite import BUILTINS
+from ..tflite import BUILTINS, FLOAT_BUILTINS
 from ..tflite.context import Lowering
 from . import layout_ops as lay
 from . import logical, ops
@@ -46,7 +46,7 @@ OPERATIONS = {
     **{O[n]: logical.comparison(n) for n in logical.COMPARE},
     **{O[n]: logical.logical(n) for n in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT")},
     O.REDUCE_ALL: logical.reduce_bool("REDUCE_ALL"), O.REDUCE_ANY: logical.reduce_bool("REDUCE_ANY"),
-    O.SELECT: logical.select,
+    O.SELECT: logical.select, O.DEQUANTIZE: ops.dequantize, O.QUANTIZE: ops.quantize,
 }
 LOWERINGS = {**BUILTINS, **logical.BUILTINS}
 
@@ -121,7 +121,9 @@ def _lower(sg: Subgraph, t: Translator, source: str) -> Graph:
         label = t.labels[j]
         b.where = label.replace("operation #", "nnapi").replace(" ", "_").lower()
         try:
-            LOWERINGS[op.op](L)
+            floating = any(tfl.tensors[k].dtype == "FLOAT32" for k in op.inputs[:1] + op.outputs)
+            lower = (FLOAT_BUILTINS.get(op.op) if floating else None) or LOWERINGS[op.op]
+            lower(L)
         except NpuSimError as exc:
             raise type(exc)(f"{label}: {exc}") from None
         except (ValueError, IndexError, KeyError, TypeError, OverflowError,
@@ -142,7 +144,8 @@ def _lower(sg: Subgraph, t: Translator, source: str) -> Graph:
 def _ir_dtype(o: Operand, source: str) -> str:
     kind = {OperandType.TENSOR_QUANT8_ASYMM: "int8", OperandType.TENSOR_QUANT8_ASYMM_SIGNED: "int8",
             OperandType.TENSOR_QUANT8_SYMM_PER_CHANNEL: "int8", OperandType.TENSOR_QUANT8_SYMM: "int8",
-            OperandType.TENSOR_INT32: "int32", OperandType.TENSOR_BOOL8: "bool",
+            OperandType.TENSOR_INT32: "int32", OperandType.TENSOR_FLOAT32: "fp32",
+            OperandType.TENSOR_BOOL8: "bool",
             OperandType.TENSOR_QUANT16_SYMM: "int16"}.get(o.type)
     if kind is None:
         raise UnsupportedError(f"{source}: a graph input of type {o.type.name} is not supported")

@@ -5,7 +5,7 @@ import numpy as np
 
 from .model import OperandLifeTime
 from .model import OperandType as T
-from .ops import ANY, Q8, Q8_INT, _io, _layout, _nhwc, _requantized
+from .ops import ANY, F32, Q8, Q8_INT, Q8F, _io, _layout, _nhwc, _requantized
 from .translate import Translator
 
 
@@ -102,7 +102,7 @@ def pad_v2(t: Translator):
     if x.type in Q8 or x.type == T.TENSOR_INT32:
         value = t.scalar(2, T.INT32)
     else:
-        value = t.scalar(2)
+        value = float(t.scalar(2, T.FLOAT32, T.FLOAT16))
     if x.type == T.TENSOR_QUANT8_ASYMM:
         t.need(0 <= value <= 255, f"pad value {value} outside uint8")
         value -= 128
@@ -210,7 +210,7 @@ def _block(builtin: str, inverse: bool):
     return lower
 
 
-def _reduce(builtin: str, types=Q8, need_same=True):
+def _reduce(builtin: str, types=Q8F, need_same=True):
     def lower(t: Translator):
         t.counts((3,))
         x = t.operand(0)
@@ -234,7 +234,7 @@ def _arg(builtin: str):
         axis = _axis(t, t.scalar(1, T.INT32), len(x.dimensions))
         t.out_shape([d for i, d in enumerate(x.dimensions) if i != axis])
         t.need(t.output().type == T.TENSOR_INT32, "the output must be TENSOR_INT32")
-        t.types(Q8, 0)
+        t.types(Q8F, 0)
         t.emit(builtin, [t.op.inputs[0], t.const([axis])], t.op.outputs)
     return lower
 
@@ -256,7 +256,7 @@ def _resize(builtin: str):
             ow, oh = int(np.floor(np.float32(w) * np.float32(sw))), int(np.floor(np.float32(h) * np.float32(sh)))
         t.need(oh > 0 and ow > 0, "the output size must be positive")
         t.out_shape((n, c, oh, ow) if nchw else (n, oh, ow, c))
-        _same_types(t) if builtin == "RESIZE_BILINEAR" else t.types(Q8_INT, 0, "o0")
+        _same_types(t) if builtin == "RESIZE_BILINEAR" else t.types(Q8_INT | F32, 0, "o0")
         x, y, done = _io(t, nchw)
         t.emit(builtin, [x], [y], align_corners=align, half_pixel_centers=half)
         done()
@@ -267,7 +267,7 @@ def relu(builtin: str):
     def lower(t: Translator):
         t.counts((1,))
         t.out_shape(t.operand(0).dimensions)
-        t.types(Q8, 0, "o0")
+        t.types(Q8F, 0, "o0")
         t.emit(builtin, t.op.inputs[:1], t.op.outputs)
     return lower
 
@@ -280,7 +280,7 @@ def prelu(t: Translator):
     except ValueError:
         t.invalid("alpha does not broadcast against the input")
     t.out_shape(shape)
-    t.types(Q8, 0, 1, "o0")
+    t.types(Q8F, 0, 1, "o0")
     t.need(tuple(shape) == tuple(x.dimensions), "alpha must broadcast to the input's shape")
     t.emit("PRELU", t.op.inputs[:2], t.op.outputs)
 

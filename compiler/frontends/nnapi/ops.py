@@ -10,8 +10,10 @@ from .model import OperandType as T
 from .translate import Translator
 
 Q8 = {T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED}
+F32 = {T.TENSOR_FLOAT32}               # relaxed models too: fp32 is within their bounds
+Q8F = Q8 | F32
 Q8_INT = Q8 | {T.TENSOR_INT32}
-ANY = Q8_INT | {T.TENSOR_BOOL8, T.TENSOR_QUANT16_SYMM}
+ANY = Q8_INT | F32 | {T.TENSOR_BOOL8, T.TENSOR_QUANT16_SYMM}
 SAME, VALID = 0, 1                      # TFLite's Padding enum
 _IMPLICIT = {1: SAME, 2: VALID}         # NNAPI PaddingCode
 
@@ -97,7 +99,7 @@ def pool(builtin: str):
         n, ih, iw, c = _nhwc(t.operand(0).dimensions, nchw)
         oh, ow = _out_hw(t, opts, ih, iw, opts["filter_height"], opts["filter_width"])
         t.out_shape((n, c, oh, ow) if nchw else (n, oh, ow, c))
-        t.types(Q8, 0, "o0")
+        t.types(Q8F, 0, "o0")
         x, y, done = _io(t, nchw)
         t.emit(builtin, [x], [y], **opts)
         done()
@@ -119,7 +121,7 @@ def _filter_types(t: Translator, x, w):
     if w.type == T.TENSOR_QUANT8_SYMM_PER_CHANNEL:
         t.need(x.type in Q8, "per-channel filters need a quantized 8-bit input")
         t.need(w.zero_point == 0, "per-channel filters have zeroPoint 0")
-    elif x.type in Q8:
+    else:
         t.need(w.type == x.type, f"filter type {w.type.name} must match input {x.type.name}")
 
 
@@ -142,7 +144,7 @@ def conv_2d(t: Translator):
     t.out_shape((n, oc, oh, ow) if nchw else (n, oh, ow, oc))
     _filter_types(t, x, w)
     _bias_rule(t, x, w, b)
-    t.types(Q8, 0, "o0")
+    t.types(Q8F, 0, "o0")
     xi, yi, done = _io(t, nchw)
     t.emit("CONV_2D", [xi, t.op.inputs[1], t.op.inputs[2]], [yi], dilation_w_factor=dw,
            dilation_h_factor=dh, **opts)
@@ -171,7 +173,7 @@ def depthwise_conv_2d(t: Translator):
     t.out_shape((n, oc, oh, ow) if nchw else (n, oh, ow, oc))
     _filter_types(t, x, w)
     _bias_rule(t, x, w, b)
-    t.types(Q8, 0, "o0")
+    t.types(Q8F, 0, "o0")
     xi, yi, done = _io(t, nchw)
     t.emit("DEPTHWISE_CONV_2D", [xi, t.op.inputs[1], t.op.inputs[2]], [yi], dilation_w_factor=dw,
            dilation_h_factor=dh, depth_multiplier=mult, **opts)
@@ -200,7 +202,7 @@ def grouped_conv_2d(t: Translator):
     t.out_shape((n, oc, oh, ow) if nchw else (n, oh, ow, oc))
     _filter_types(t, x, w)
     _bias_rule(t, x, w, b)
-    t.types(Q8, 0, "o0")
+    t.types(Q8F, 0, "o0")
     xi, yi, done = _io(t, nchw)
     step = oc // groups
     pieces = [t.synth((n, ih, iw, fc), t.tensors[xi].dtype, like=xi) for _ in range(groups)]
@@ -247,7 +249,7 @@ def transpose_conv_2d(t: Translator):
     t.out_shape((n, oc, oh, ow) if nchw else (n, oh, ow, oc))
     _filter_types(t, x, w)
     _bias_rule(t, x, w, b)
-    t.types(Q8, 0, "o0")
+    t.types(Q8F, 0, "o0")
     xi, yi, done = _io(t, nchw)
     t.emit("TRANSPOSE_CONV", [t.const([n, oh, ow, oc]), t.op.inputs[1], xi, t.op.inputs[2]], [yi],
            stride_w=sw, stride_h=sh, fused_activation_function=act, **opts)
@@ -266,7 +268,7 @@ def fully_connected(t: Translator):
     _filter_types(t, x, w)
     _bias_rule(t, x, w, b)
     act = _act(t, 3)
-    t.types(Q8, 0, 1, "o0")
+    t.types(Q8F, 0, 1, "o0")
     t.emit("FULLY_CONNECTED", t.op.inputs[:3], t.op.outputs, fused_activation_function=act)
 
 
@@ -283,7 +285,7 @@ def binary(builtin: str, fused: bool = True, requant: bool = False):
         a, b = t.operand(0), t.operand(1)
         t.out_shape(_broadcast(t, a, b))
         opts = {"fused_activation_function": _act(t, 2)} if fused else {}
-        kind = t.types(Q8 if fused else Q8_INT, 0, 1, "o0")
+        kind = t.types(Q8F if fused else Q8_INT | F32, 0, 1, "o0")
         ins = list(t.op.inputs[:2])
         if requant and kind in Q8:      # MAXIMUM/MINIMUM requantize each input to the output's
             ins = [_requantized(t, k, t.op.outputs[0]) for k in ins]
@@ -300,7 +302,7 @@ def _requantized(t: Translator, k: int, like: int) -> int:
     return r
 
 
-def unary(builtin: str, types=Q8):
+def unary(builtin: str, types=Q8F):
     def lower(t: Translator):
         t.counts((1,))
         t.out_shape(t.operand(0).dimensions)
@@ -311,6 +313,8 @@ def unary(builtin: str, types=Q8):
 
 def _fixed_quant(t: Translator, scale: float, zp_u8: int):
     o = t.output()
+    if o.type not in Q8:
+        return
     zp = zp_u8 - (128 if o.type == T.TENSOR_QUANT8_ASYMM_SIGNED else 0)
     t.need(o.scale == scale and o.zero_point == zp, f"a {o.type.name} output must have scale "
            f"{scale:g} and zeroPoint {zp}, got {o.scale:g} and {o.zero_point}")
@@ -335,7 +339,7 @@ def softmax(t: Translator):
     rank = len(x.dimensions)
     axis = -1 if t.is_omitted(2) else t.scalar(2, T.INT32)
     t.need(-rank <= axis < rank, f"axis {axis} is outside rank {rank}")
-    t.types(Q8, 0, "o0")
+    t.types(Q8F, 0, "o0")
     _fixed_quant(t, 1 / 256, 0)
     axis %= rank
     x_k, y_k = t.op.inputs[0], t.op.outputs[0]
@@ -350,3 +354,20 @@ def softmax(t: Translator):
     b = t.synth(shape, t.tensors[y_k].dtype, like=y_k)
     t.emit("SOFTMAX", [a], [b], beta=float(beta))
     t.emit("TRANSPOSE", [b, t.const(perm)], [y_k])
+
+
+def dequantize(t: Translator):
+    t.counts((1,))
+    t.out_shape(t.operand(0).dimensions)
+    t.types(Q8, 0)
+    t.need(t.output().type in F32 | {T.TENSOR_FLOAT16}, "the output must be a float tensor")
+    t.types(F32, "o0")
+    t.emit("DEQUANTIZE", t.op.inputs[:1], t.op.outputs)
+
+
+def quantize(t: Translator):
+    t.counts((1,))
+    t.out_shape(t.operand(0).dimensions)
+    t.types(F32, 0)
+    t.types(Q8, "o0")
+    t.emit("QUANTIZE", t.op.inputs[:1], t.op.outputs)
