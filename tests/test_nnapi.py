@@ -32,7 +32,11 @@ def test_cts_sample_every_case_that_runs_passes(device):
     assert status["conv_quant8"]["status"] == "pass" and status["conv_quant8"]["exact"]
     for v in ("conv_quant8_all_tensors_as_inputs", "conv_quant8_all_inputs_as_internal"):
         assert status[v]["status"] == "pass"            # run-time weights; placeholder ADDs
-    assert status["conv_float"]["status"] == "unsupported"
+    assert status["l2_normalization_v1_2_dim4_axis3_quant8"]["status"] == "unsupported"
+    f16 = [r for r in results if "float16" in r["case"]]
+    assert [r["status"] for r in f16] == ["unsupported"] and "FLOAT16" in f16[0]["message"]
+    for v in ("add", "softmax_float_1", "dequantize", "quantize_quant8", "less_simple"):
+        assert status[v]["status"] == "pass"            # float32 (the default has PRO-FP)
     assert status["depthwise_conv2d_invalid_filter_dims_nhwc_quant8"]["status"] == "expected-failure"
     assert status["strided_slice_invalid_output_dims"]["status"] == "expected-failure"
     assert sum(r["status"] == "pass" for r in results) >= 50
@@ -103,8 +107,13 @@ def test_capabilities(device):
     assert status == ErrorStatus.NONE
     types = [p.type for p in caps.operandPerformance]
     assert types == sorted(types) and OperandType.TENSOR_QUANT8_ASYMM in types
-    assert OperandType.TENSOR_FLOAT32 not in types                 # unsupported: FLT_MAX
+    assert OperandType.TENSOR_FLOAT16 not in types                 # unsupported: FLT_MAX
     assert caps.ifPerformance.execTime == FLT_MAX
+    assert caps.relaxedFloat32toFloat16PerformanceTensor == \
+        {p.type: p.info for p in caps.operandPerformance}[OperandType.TENSOR_FLOAT32]
+    _, edge = Device("edge-256").getCapabilities()                # integer-only: no float
+    assert OperandType.TENSOR_FLOAT32 not in [p.type for p in edge.operandPerformance]
+    assert edge.relaxedFloat32toFloat16PerformanceScalar.execTime == FLT_MAX
     q8 = {p.type: p.info for p in caps.operandPerformance}[OperandType.TENSOR_QUANT8_ASYMM]
     assert 0 < q8.execTime < 1 and 0 < q8.powerUsage < 1
     d = caps.to_dict()

@@ -7,10 +7,14 @@ report's execTime and powerUsage; lower is better). The workloads:
 - TENSOR_QUANT8_SYMM_PER_CHANNEL: the same block with per-channel filters on uint8 data;
 - INT32 and BOOL scalars are compile-time parameters: they carry the TENSOR_QUANT8_ASYMM figure;
 - TENSOR_INT32, TENSOR_QUANT16_SYMM, TENSOR_BOOL8 (data layout only): TRANSPOSE of a
-  1x32x32x16 tensor to NCHW, then CONCATENATION with itself.
+  1x32x32x16 tensor to NCHW, then CONCATENATION with itself;
+- TENSOR_FLOAT32: MUL, ADD and LOGISTIC on 1x28x28x32 (the float operators the machine has;
+  no float MAC operators yet), FLOAT32 scalars and both relaxed figures carry it (relaxed
+  models run in fp32).
 
-Float types, relaxed float32 arithmetic and IF/WHILE are not supported: FLT_MAX (left out of
-operandPerformance, as types.spec's convention has it)."""
+A type whose workload the config cannot run (float on an integer-only config), TENSOR_FLOAT16
+and IF/WHILE are not supported: FLT_MAX (left out of operandPerformance, as types.spec's
+convention has it)."""
 from __future__ import annotations
 
 import numpy as np
@@ -59,7 +63,22 @@ def layout_block(kind: str):
     return b.model()
 
 
+def float_block():
+    b = ModelBuilder("reference_tensor_float32")
+    x = b.input("TENSOR_FLOAT32", (1, 28, 28, 32))
+    k = b.operand("TENSOR_FLOAT32", (1, 1, 1, 32), data=np.linspace(0.5, 1.5, 32))
+    y = b.operand("TENSOR_FLOAT32", (1, 28, 28, 32))
+    b.op("MUL", [x, k, b.i32(0)], [y])
+    z = b.operand("TENSOR_FLOAT32", (1, 28, 28, 32))
+    b.op("ADD", [y, x, b.i32(1)], [z])
+    out = b.operand("TENSOR_FLOAT32", (1, 28, 28, 32))
+    b.op("LOGISTIC", [z], [out])
+    b.output(out)
+    return b.model()
+
+
 WORKLOADS = {
+    T.TENSOR_FLOAT32: float_block,
     T.TENSOR_INT32: lambda: layout_block("TENSOR_INT32"),
     T.TENSOR_QUANT8_ASYMM: lambda: conv_block("TENSOR_QUANT8_ASYMM"),
     T.TENSOR_QUANT16_SYMM: lambda: layout_block("TENSOR_QUANT16_SYMM"),
@@ -67,7 +86,8 @@ WORKLOADS = {
     T.TENSOR_QUANT8_SYMM_PER_CHANNEL: lambda: conv_block("TENSOR_QUANT8_ASYMM", per_channel=True),
     T.TENSOR_QUANT8_ASYMM_SIGNED: lambda: conv_block("TENSOR_QUANT8_ASYMM_SIGNED"),
 }
-PARAMETERS = {T.INT32: T.TENSOR_QUANT8_ASYMM, T.BOOL: T.TENSOR_QUANT8_ASYMM}
+PARAMETERS = {T.INT32: T.TENSOR_QUANT8_ASYMM, T.BOOL: T.TENSOR_QUANT8_ASYMM,
+              T.FLOAT32: T.TENSOR_FLOAT32}
 
 
 def workload_info(model, cfg: HardwareConfig) -> PerformanceInfo:
@@ -83,8 +103,15 @@ def workload_info(model, cfg: HardwareConfig) -> PerformanceInfo:
 
 
 def measure_capabilities(cfg: HardwareConfig) -> Capabilities:
-    infos = {t: workload_info(make(), cfg) for t, make in WORKLOADS.items()}
-    infos.update({t: infos[src] for t, src in PARAMETERS.items()})
-    return Capabilities(UNSUPPORTED, UNSUPPORTED,
+    from npu_sim.isa.errors import NpuSimError
+    infos = {}
+    for t, make in WORKLOADS.items():
+        try:
+            infos[t] = workload_info(make(), cfg)
+        except NpuSimError:              # the config cannot run it: unsupported
+            pass
+    infos.update({t: infos[src] for t, src in PARAMETERS.items() if src in infos})
+    relaxed = infos.get(T.TENSOR_FLOAT32, UNSUPPORTED)
+    return Capabilities(relaxed, relaxed,
                         [OperandPerformance(t, infos[t]) for t in sorted(infos)],
                         UNSUPPORTED, UNSUPPORTED)
