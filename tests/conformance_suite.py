@@ -99,7 +99,8 @@ FP_NON_MAC_OPS = (
     "max_pool2d", "maximum", "minimum", "mul", "negate", "pad", "pow", "reciprocal", "reduce_max",
     "reduce_min", "reduce_product", "reduce_sum", "reshape", "resize", "reverse", "rsqrt",
     "scatter", "select", "sigmoid", "sin", "slice", "sub", "tanh", "tile", "transpose")
-FP_MAC_OPS = ("conv2d", "conv3d", "depthwise_conv2d", "transpose_conv2d", "matmul", "fft2d", "rfft2d")
+FP_MAC_OPS = ("conv2d", "conv3d", "depthwise_conv2d", "transpose_conv2d", "matmul")
+FFT_OPS = ("fft2d", "rfft2d")      # tosa_verif_build_tests makes no valid ones in the sample's sizes
 FP_EXTENSIONS = ("tosa-ext-bf16", "tosa-ext-fp8e4m3", "tosa-ext-fp8e5m2", "tosa-ext-fft")
 
 # Operators whose float tests the generator makes only for longer reductions (a DOT_PRODUCT
@@ -107,7 +108,15 @@ FP_EXTENSIONS = ("tosa-ext-bf16", "tosa-ext-fp8e4m3", "tosa-ext-fp8e5m2", "tosa-
 FP_SAMPLE_OP_ARGS = {"reduce_sum": ["--fp-values-range=-max,max", "--tensor-dim-range", "32,34",
                                  "--target-rank", "3"],
                   "avg_pool2d": ["--fp-values-range=-max,max", "--target-shape", "2,11,7,5",
-                                 "--allow-pooling-and-conv-oversizes"]}
+                                 "--allow-pooling-and-conv-oversizes"],
+                  "conv2d": ["--fp-values-range=-max,max", "--target-shape", "1,9,7,9",
+                             "--tensor-dim-range", "1,16", "--allow-pooling-and-conv-oversizes"],
+                  "depthwise_conv2d": ["--fp-values-range=-max,max", "--target-shape", "1,9,7,5",
+                                       "--tensor-dim-range", "1,16",
+                                       "--allow-pooling-and-conv-oversizes"],
+                  "matmul": ["--fp-values-range=-max,max", "--tensor-dim-range", "13,20"],
+                  "fft2d": ["--fp-values-range=-max,max", "--tensor-dim-range", "8,16"],
+                  "rfft2d": ["--fp-values-range=-max,max", "--tensor-dim-range", "8,16"]}
 
 SUITES = {
     "pro-int": Suite("pro-int", TOSA_VERSION, (PROFILE,), EXTENSIONS, SUITE_OPS,
@@ -119,7 +128,7 @@ SUITES = {
     # The official selection is one generator run over every operator (ops empty): about
     # 9,900 tests, integer-typed tests of the operators both profiles share included.
     "pro-fp": Suite("pro-fp", TOSA_VERSION, ("tosa-pro-fp",), FP_EXTENSIONS, (),
-                    ("fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2"), FP_NON_MAC_OPS + FP_MAC_OPS,
+                    ("fp32", "fp16", "bf16", "fp8e4m3", "fp8e5m2"), FP_NON_MAC_OPS + FP_MAC_OPS + FFT_OPS,
                     FP_SAMPLE_OP_ARGS),
 }
 
