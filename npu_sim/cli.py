@@ -137,8 +137,8 @@ SET_HELP = ("override a config figure, validated like the YAML (repeatable): --s
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="npu-sim", description="Simulate a TOSA int8 network on a "
-                                "modelled NPU: bit-exact outputs, cycles, energy.")
+    p = _Parser(prog="npu-sim", description="Simulate a TOSA, TFLite or NNAPI model on a "
+                                "modelled NPU: its outputs, cycles, energy.")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="compile (if needed) and simulate a model")
     r.add_argument("model", nargs="?", help=".tosa, .tflite or compiled .npub (default: the "
