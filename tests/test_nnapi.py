@@ -273,3 +273,12 @@ def test_quantized_comparisons_as_aosp_compares_floats(device, name):
     ref = {"EQUAL": fa == fc, "NOT_EQUAL": fa != fc, "GREATER": fa > fc, "GREATER_EQUAL": fa >= fc,
            "LESS": fa < fc, "LESS_EQUAL": fa <= fc}[name]
     assert status == ErrorStatus.NONE and np.array_equal(outs[0], ref)
+
+
+def test_float32_convolutions_with_explicit_padding():
+    """Float32 CONV_2D / DEPTHWISE_CONV_2D with asymmetric explicit padding and dilation, NHWC
+    and NCHW, on large-8k (the preset with an fp32 MAC mode; `default` reports them unsupported)."""
+    path = DATA / "nnapi-cts" / "float_conv_explicit_padding.jsonl"
+    device = Device("large-8k")
+    results = [cts.run_case(c, str(path), device) for _, c in cts.read_cases(str(path))]
+    assert len(results) == 3 and all(r["status"] == "pass" for r in results), results

@@ -22,7 +22,7 @@ from . import unary
 from .context import FLT_MAX, Lowering
 from .elementwise import operand_at_rank
 from .reduce import const_axes
-from .mac import VALID, batch_operands, pad_before, spatial_input, window_pads
+from .mac import VALID, batch_operands, conv_window, spatial_input, transpose_window, window_pads
 
 F32 = np.float32
 
@@ -68,21 +68,12 @@ def _bias(L: Lowering, k: int, n: int) -> np.ndarray:
 # MAC builtins -------------------------------------------------------------------------------
 
 def _conv_like(L: Lowering, op: str, weights: np.ndarray, oc: int):
-    x, w, o = L.t(0), L.t(1), L.o()
-    opt = L.op.options
-    _, ih, iw, _ = x.shape
-    _, kh, kw, _ = w.shape
-    _, oh, ow, _ = o.shape
-    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
-    dh, dw = opt.get("dilation_h_factor", 1), opt.get("dilation_w_factor", 1)
-    pt, pb, ch = window_pads(opt.get("padding", VALID), ih, kh, sh, dh, oh)
-    pl, pr, cw = window_pads(opt.get("padding", VALID), iw, kw, sw, dw, ow)
+    o = L.o()
+    xin, attrs = conv_window(L)
     b = L.b
-    y = b.op(op, [spatial_input(L, L.value(0), (ch, cw)), b.const(weights, "fp32", "weight"),
+    y = b.op(op, [xin, b.const(weights, "fp32", "weight"),
                   b.const(_bias(L, 2, oc), "fp32", "bias"), _zero(L), _zero(L)],
-             (o.shape[0], oh, ow, oc), "fp32",
-             {"pad": (pt, pb, pl, pr), "stride": (sh, sw), "dilation": (dh, dw),
-              "local_bound": False, "acc_type": "fp32"})
+             (o.shape[0], *o.shape[1:3], oc), "fp32", {**attrs, "acc_type": "fp32"})
     _finish(L, y)
 
 
@@ -98,21 +89,13 @@ def depthwise_conv_2d(L: Lowering):
 
 
 def transpose_conv(L: Lowering):
-    x, o = L.t(2), L.o()
+    o = L.o()
     w = _weights(L, 1)
-    oc, kh, kw, _ = w.shape
-    _, ih, iw, _ = x.shape
-    _, oh, ow, _ = o.shape
-    opt = L.op.options
-    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
-    pad = opt.get("padding", VALID)
-    pt, pl = pad_before(pad, oh, kh, sh), pad_before(pad, ow, kw, sw)
+    oc = w.shape[0]
     b = L.b
     y = b.op("TRANSPOSE_CONV2D", [L.value(2), b.const(w, "fp32", "weight"),
                                   b.const(_bias(L, 3, oc), "fp32", "bias"), _zero(L), _zero(L)],
-             (o.shape[0], oh, ow, oc), "fp32",
-             {"out_pad": (-pt, oh - (ih - 1) * sh - kh + pt, -pl, ow - (iw - 1) * sw - kw + pl),
-              "stride": (sh, sw), "local_bound": False, "acc_type": "fp32"})
+             (o.shape[0], *o.shape[1:3], oc), "fp32", {**transpose_window(L), "acc_type": "fp32"})
     _finish(L, y)
 
 

@@ -82,9 +82,10 @@ def _filter_reals(L: Lowering, x, w, out_t, n: int):
     return [float(x.scale) * float(s) / float(out_t.scale) for s in scales]
 
 
-def _conv_like(L: Lowering, op: str, weights: str, oc: int):
+def conv_window(L: Lowering):
+    """A CONV_2D-like builtin's TOSA window attributes and its input, cropped to the rows and
+    columns the windows read (shared by the integer and float lowerings)."""
     x, w, o = L.t(0), L.t(1), L.o()
-    L.need_int8(x, w, o)
     opt = L.op.options
     _, ih, iw, _ = x.shape
     _, kh, kw, _ = w.shape
@@ -94,13 +95,35 @@ def _conv_like(L: Lowering, op: str, weights: str, oc: int):
     pad, ex = opt.get("padding", VALID), opt.get("explicit_padding")   # (top, bottom, left, right)
     pt, pb, ch = window_pads(pad, ih, kh, sh, dh, oh, ex and ex[:2])
     pl, pr, cw = window_pads(pad, iw, kw, sw, dw, ow, ex and ex[2:])
-    xin = spatial_input(L, L.value(0), (ch, cw))
+    attrs = {"pad": (pt, pb, pl, pr), "stride": (sh, sw), "dilation": (dh, dw),
+             "local_bound": False}
+    return spatial_input(L, L.value(0), (ch, cw)), attrs
+
+
+def transpose_window(L: Lowering) -> dict:
+    """TRANSPOSE_CONV's TOSA attributes: TFLite pads as a forward convolution from the output
+    would; TOSA takes that as negative out_pad."""
+    w_t, x, o = L.t(1), L.t(2), L.o()
+    _, kh, kw, _ = w_t.shape
+    _, ih, iw, _ = x.shape
+    _, oh, ow, _ = o.shape
+    opt = L.op.options
+    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
+    pad, ex = opt.get("padding", VALID), opt.get("explicit_padding")
+    pt, pl = (ex[0], ex[2]) if ex else (pad_before(pad, oh, kh, sh), pad_before(pad, ow, kw, sw))
+    opb, opr = oh - (ih - 1) * sh - kh + pt, ow - (iw - 1) * sw - kw + pl
+    return {"out_pad": (-pt, opb, -pl, opr), "stride": (sh, sw), "local_bound": False}
+
+
+def _conv_like(L: Lowering, op: str, weights: str, oc: int):
+    x, w, o = L.t(0), L.t(1), L.o()
+    L.need_int8(x, w, o)
+    opt = L.op.options
+    xin, attrs = conv_window(L)
     b = L.b
     acc = b.op(op, [xin, weights, _bias(L, 2, oc),
                     b.scalar(x.zero_point, "int8"), b.scalar(w.zero_point, "int8")],
-               (o.shape[0], oh, ow, oc), "int32",
-               {"pad": (pt, pb, pl, pr), "stride": (sh, sw), "dilation": (dh, dw),
-                "local_bound": False, "acc_type": "int32"})
+               (o.shape[0], *o.shape[1:3], oc), "int32", {**attrs, "acc_type": "int32"})
     requantize(L, acc, _filter_reals(L, x, w, o, oc), o, opt.get("fused_activation_function", 0),
                L.out())
 
@@ -117,24 +140,16 @@ def depthwise_conv_2d(L: Lowering):
 
 
 def transpose_conv(L: Lowering):
-    """Inputs: output shape, weights [OC, KH, KW, IC], input, optional bias. TFLite pads as a
-    forward convolution from the output would; TOSA takes that as negative out_pad."""
+    """Inputs: output shape, weights [OC, KH, KW, IC], input, optional bias."""
     w_t, x, o = L.t(1), L.t(2), L.o()
     L.need_int8(x, w_t, o)
-    oc, kh, kw, _ = w_t.shape
-    _, ih, iw, _ = x.shape
-    _, oh, ow, _ = o.shape
     opt = L.op.options
-    sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
-    pad, ex = opt.get("padding", VALID), opt.get("explicit_padding")
-    pt, pl = (ex[0], ex[2]) if ex else (pad_before(pad, oh, kh, sh), pad_before(pad, ow, kw, sw))
-    opb, opr = oh - (ih - 1) * sh - kh + pt, ow - (iw - 1) * sw - kw + pl
+    oc = w_t.shape[0]
     b = L.b
     acc = b.op("TRANSPOSE_CONV2D", [L.value(2), _weights(L, 1, w_t.shape), _bias(L, 3, oc),
                                     b.scalar(x.zero_point, "int8"), b.scalar(w_t.zero_point, "int8")],
-               (o.shape[0], oh, ow, oc), "int32",
-               {"out_pad": (-pt, opb, -pl, opr), "stride": (sh, sw), "local_bound": False,
-                "acc_type": "int32"})
+               (o.shape[0], *o.shape[1:3], oc), "int32",
+               {**transpose_window(L), "acc_type": "int32"})
     requantize(L, acc, _filter_reals(L, x, w_t, o, oc), o, opt.get("fused_activation_function", 0),
                L.out())
 
