@@ -6,7 +6,7 @@
 
 The command line is `npu-sim dse SWEEP.yaml` (npu_sim.dse.cli).
 """
-import importlib
+from npu_sim.lazy import lazy_exports
 
 # Attribute -> the module defining it, imported on first use: `npu-sim --help` and the other
 # subcommands import npu_sim.dse.cli without the simulator, numpy or the sweep machinery.
@@ -20,13 +20,4 @@ __all__ = ["evaluate_point", "pareto_front", "aggregate", "best", "load_sweep", 
            "make_executor", "Sweep", "SweepResult", "area_mm2", "load_config", "compile_model", "simulate", "run"]
 
 
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -1,7 +1,7 @@
 """npu-sim as an NNAPI device: the HAL's types (hal.py), models (the NNAPI frontend's
 structures), the Device and its prepared models (device.py), Capabilities (capabilities.py),
 execution preferences (schedule.py) and the CTS runner (cts.py)."""
-import importlib
+from npu_sim.lazy import lazy_exports
 
 # Attribute -> the module defining it, imported on first use: the CLI's parser imports
 # npu_sim.nnapi.cli without numpy, the frontends or the device.
@@ -19,13 +19,4 @@ __all__ = ["Model", "Operand", "OperandLifeTime", "OperandType", "Operation", "O
            "OutputShape", "PerformanceInfo", "Priority", "Request", "Timing"]
 
 
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
