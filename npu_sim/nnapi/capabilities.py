@@ -12,9 +12,10 @@ report's execTime and powerUsage; lower is better). The workloads:
   no float MAC operators yet), FLOAT32 scalars and both relaxed figures carry it (relaxed
   models run in fp32).
 
-A type whose workload the config cannot run (float on an integer-only config), TENSOR_FLOAT16
-and IF/WHILE are not supported: FLT_MAX (left out of operandPerformance, as types.spec's
-convention has it)."""
+A type whose workload the config cannot run (float on an integer-only config) and
+TENSOR_FLOAT16 are not supported: FLT_MAX (left out of operandPerformance, as types.spec's
+convention has it). ifPerformance and whilePerformance are FLT_MAX too: the device runs IF and
+WHILE (control.py of the frontend), but no reference workload measures their overhead yet."""
 from __future__ import annotations
 
 import numpy as np

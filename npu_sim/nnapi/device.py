@@ -49,7 +49,7 @@ class Device:
         ops = model.main.operations
         for m in ([model] if bound is model else [model, bound]):
             try:
-                fe.translate(m.main)
+                fe.translate(m.main, referenced=m.referenced)
             except UnsupportedError:
                 pass                         # judged operation by operation below
             except ModelError as exc:

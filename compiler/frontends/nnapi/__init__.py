@@ -1,5 +1,6 @@
 """NNAPI frontend: an NNAPI model (model.py, types.spec's structures) lowered into the graph IR
-through the TFLite frontend's builtin lowerings (translate.py explains the mapping). Graph
+through the TFLite frontend's builtin lowerings (translate.py explains the mapping); IF and
+WHILE become COND_IF / WHILE_LOOP on regions of their subgraphs (control.py). Graph
 inputs and outputs are the main subgraph's, in order, named `input<i>` and `output<i>`; a
 TENSOR_QUANT8_ASYMM one holds the caller's uint8 bytes in an int8 tensor."""
 from __future__ import annotations
@@ -11,7 +12,7 @@ from npu_sim.compiler.ir import Graph
 from ..tflite import BUILTINS, FLOAT_BUILTINS
 from ..tflite.context import Lowering
 from . import layout_ops as lay
-from . import logical, ops
+from . import control, logical, ops
 from .model import (Model, Operand, OperandLifeTime, OperandType, Operation, OperationType,
                     Subgraph, model_from_dict)
 from .translate import UINT8, Translator
@@ -47,8 +48,9 @@ OPERATIONS = {
     **{O[n]: logical.logical(n) for n in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT")},
     O.REDUCE_ALL: logical.reduce_bool("REDUCE_ALL"), O.REDUCE_ANY: logical.reduce_bool("REDUCE_ANY"),
     O.SELECT: logical.select, O.DEQUANTIZE: ops.dequantize, O.QUANTIZE: ops.quantize,
+    O.IF: control.if_, O.WHILE: control.while_,
 }
-LOWERINGS = {**BUILTINS, **logical.BUILTINS}
+LOWERINGS = {**BUILTINS, **logical.BUILTINS, **control.BUILTINS}
 
 
 def io_names(sg: Subgraph) -> tuple[list[str], list[str]]:
@@ -56,11 +58,13 @@ def io_names(sg: Subgraph) -> tuple[list[str], list[str]]:
             [f"output{i}" for i in range(len(sg.output_indexes))])
 
 
-def translate(sg: Subgraph, numbers: list[int] | None = None) -> Translator:
+def translate(sg: Subgraph, numbers: list[int] | None = None, referenced=(),
+              stack: frozenset = frozenset()) -> Translator:
     """The TFLite records of the subgraph's operations; `numbers` are their numbers in the
-    model (for messages) when sg holds a part of it."""
+    model (for messages) when sg holds a part of it; `referenced` the model's subgraphs, which
+    IF/WHILE name; `stack` the subgraphs being translated around this one."""
     names = [f"op{k}" for k in range(len(sg.operands))]
-    t = Translator(sg, names)
+    t = Translator(sg, names, list(referenced), stack)
     unsupported = None      # every operation's rules are checked before support is judged
     for i, op in enumerate(sg.operations):
         t.index, t.op = (numbers[i] if numbers else i), op
@@ -96,12 +100,18 @@ def lower_model(model: Model, source: str = "<nnapi>") -> Graph:
     """The graph of the model's main subgraph. ModelError: types.spec makes it invalid;
     UnsupportedError: valid, but not on this device."""
     sg = model.main
-    if model.referenced:
-        raise UnsupportedError(f"{source}: IF/WHILE subgraphs are not supported by the device")
-    return _lower(sg, translate(sg), source)
+    return _root(sg, translate(sg, referenced=model.referenced), source)
 
 
-def _lower(sg: Subgraph, t: Translator, source: str) -> Graph:
+def _root(sg: Subgraph, t: Translator, source: str) -> Graph:
+    """The graph with the regions its IF/WHILE operations (nested ones too) run."""
+    graph = _lower(sg, t, source)
+    graph.regions = {name: _lower(rsg, rt, source, region=True)
+                     for name, (rsg, rt) in t.regions.items()}
+    return graph
+
+
+def _lower(sg: Subgraph, t: Translator, source: str, region: bool = False) -> Graph:
     tfl = t.model(sg.input_indexes, sg.output_indexes)
     L = Lowering(tfl, source)
     b = L.b
@@ -110,7 +120,7 @@ def _lower(sg: Subgraph, t: Translator, source: str) -> Graph:
         o, tensor = sg.operands[k], tfl.tensors[k]
         L.op = None
         dtype = _ir_dtype(o, source)
-        if o.type == UINT8:          # the caller's uint8 bytes, less 128, by an unsigned RESCALE
+        if o.type == UINT8 and not region:   # the caller's uint8 bytes, less 128, by a RESCALE
             b.tensor(name, tensor.shape, "int8")
             _unsigned(b, name, L.names[k], o.zero_point, o.zero_point - 128, True)
         else:
@@ -134,10 +144,10 @@ def _lower(sg: Subgraph, t: Translator, source: str) -> Graph:
         if internal not in b.tensors:
             raise ModelError(f"{source}: output operand {k} is written by no operation")
         o = sg.operands[k]
-        if o.type == UINT8:
+        if o.type == UINT8 and not region:
             _unsigned(b, internal, name, o.zero_point - 128, o.zero_point, False)
-        else:
-            b.reshape(internal, b.shape_of(internal), name)
+        else:      # a region's outputs have the declared shapes COND_IF/WHILE_LOOP check
+            b.reshape(internal, tfl.tensors[k].shape if region else b.shape_of(internal), name)
     return b.graph(ins, outs)
 
 
@@ -189,4 +199,4 @@ def single_operation(model: Model, i: int, source: str = "<nnapi>") -> Graph:
         if o.is_tensor and not o.is_constant and o.lifetime != OperandLifeTime.NO_VALUE:
             ins.append(k)
     sub = Subgraph(operands, [op], ins, list(op.outputs))
-    return _lower(sub, translate(sub, [i]), source)
+    return _root(sub, translate(sub, [i], model.referenced), source)

@@ -252,7 +252,9 @@ def check_subgraph(sg: Subgraph, what: str, n_referenced: int):
                 raise ModelError(f"{what} operand {k}: per-channel quantization needs one scale "
                                  f"> 0 per entry of dimension channelDim {o.channel_dim}")
         if o.lifetime == OperandLifeTime.SUBGRAPH and not 0 <= int(o.data[0]) < n_referenced:
-            raise ModelError(f"{what} operand {k}: references subgraph {int(o.data[0])}; "
+            user = next((f" (input {op.inputs.index(k)} of operation {i} {op.type.name})"
+                         for i, op in enumerate(sg.operations) if k in op.inputs), "")
+            raise ModelError(f"{what} operand {k}{user}: references subgraph {int(o.data[0])}; "
                              f"there are {n_referenced}")
         if o.is_constant and o.data is None:
             raise ModelError(f"{what} operand {k}: a constant without data")

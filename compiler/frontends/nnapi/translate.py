@@ -44,8 +44,10 @@ def tfl_tensor(k: int, o, name: str) -> TflTensor:
 class Translator:
     """Builds the TflModel of one subgraph; ops.py's functions append its operator records."""
 
-    def __init__(self, sg: Subgraph, names: list[str]):
+    def __init__(self, sg: Subgraph, names: list[str], referenced=(), stack=frozenset()):
         self.sg = sg
+        self.referenced, self.stack = list(referenced), frozenset(stack)
+        self.regions: dict = {}              # region name -> (Subgraph, Translator), control.py
         self.tensors = [tfl_tensor(k, o, names[k]) for k, o in enumerate(sg.operands)]
         self.operators: list[TflOperator] = []
         self.labels: list[str] = []          # the NNAPI operation of each record, for messages
