@@ -108,12 +108,14 @@ def test_capabilities(device):
     types = [p.type for p in caps.operandPerformance]
     assert types == sorted(types) and OperandType.TENSOR_QUANT8_ASYMM in types
     assert OperandType.TENSOR_FLOAT16 not in types                 # unsupported: FLT_MAX
-    assert caps.ifPerformance.execTime == FLT_MAX
+    for control in (caps.ifPerformance, caps.whilePerformance):     # measured workloads
+        assert 0 < control.execTime < FLT_MAX and 0 < control.powerUsage < FLT_MAX
     assert caps.relaxedFloat32toFloat16PerformanceTensor == \
         {p.type: p.info for p in caps.operandPerformance}[OperandType.TENSOR_FLOAT32]
     _, edge = Device("edge-256").getCapabilities()                # integer-only: no float
     assert OperandType.TENSOR_FLOAT32 not in [p.type for p in edge.operandPerformance]
     assert edge.relaxedFloat32toFloat16PerformanceScalar.execTime == FLT_MAX
+    assert edge.ifPerformance.execTime == edge.whilePerformance.execTime == FLT_MAX  # no EXT-CONTROLFLOW
     q8 = {p.type: p.info for p in caps.operandPerformance}[OperandType.TENSOR_QUANT8_ASYMM]
     assert 0 < q8.execTime < 1 and 0 < q8.powerUsage < 1
     d = caps.to_dict()

@@ -14,8 +14,14 @@ report's execTime and powerUsage; lower is better). The workloads:
 
 A type whose workload the config cannot run (float on an integer-only config) and
 TENSOR_FLOAT16 are not supported: FLT_MAX (left out of operandPerformance, as types.spec's
-convention has it). ifPerformance and whilePerformance are FLT_MAX too: the device runs IF and
-WHILE (control.py of the frontend), but no reference workload measures their overhead yet."""
+convention has it).
+
+ifPerformance and whilePerformance (types.spec: an IF costs ifPerformance plus its branch, a
+WHILE whilePerformance per iteration plus its bodies) come from workloads whose bodies are as
+small as a graph allows, so that the control flow's own cost dominates: an IF choosing between
+an ADD and a SUB of two 1x8x8x8 TENSOR_QUANT8_ASYMM tensors, and a WHILE counting a
+TENSOR_QUANT8_ASYMM [1] counter up to 4 (a LESS condition, an ADD body). Both run on the host
+CPU model, as every COND_IF / WHILE_LOOP does; without EXT-CONTROLFLOW they are FLT_MAX."""
 from __future__ import annotations
 
 import numpy as np
@@ -78,6 +84,48 @@ def float_block():
     return b.model()
 
 
+def _operand(life, type="TENSOR_QUANT8_ASYMM", dims=(1,), data=(), scale=1.0):
+    return {"type": type, "dimensions": list(dims), "lifetime": life, "data": list(data),
+            "scale": scale if type.startswith("TENSOR_QUANT") else 0.0, "zeroPoint": 0}
+
+
+def _subgraph(operands, operations, inputs, outputs):
+    return {"operands": operands, "inputIndexes": inputs, "outputIndexes": outputs,
+            "operations": [{"type": t, "inputs": i, "outputs": o} for t, i, o in operations]}
+
+
+def _no_activation():
+    return _operand("CONSTANT_COPY", "INT32", (), [0])
+
+
+def if_block():
+    from npu_sim.compiler.frontends.nnapi import model_from_dict
+    shape = (1, 8, 8, 8)
+
+    def branch(op):
+        ops = [_operand("SUBGRAPH_INPUT", dims=shape), _operand("SUBGRAPH_INPUT", dims=shape),
+               _no_activation(), _operand("SUBGRAPH_OUTPUT", dims=shape)]
+        return _subgraph(ops, [(op, [0, 1, 2], [3])], [0, 1], [3])
+    main = [_operand("SUBGRAPH_INPUT", "TENSOR_BOOL8"), _operand("SUBGRAPH_INPUT", dims=shape),
+            _operand("SUBGRAPH_INPUT", dims=shape), _operand("SUBGRAPH", "SUBGRAPH", (), [0]),
+            _operand("SUBGRAPH", "SUBGRAPH", (), [1]), _operand("SUBGRAPH_OUTPUT", dims=shape)]
+    return model_from_dict({"name": "reference_if", "referenced": [branch("ADD"), branch("SUB")],
+                            "main": _subgraph(main, [("IF", [0, 3, 4, 1, 2], [5])], [0, 1, 2], [5])})
+
+
+def while_block():
+    from npu_sim.compiler.frontends.nnapi import model_from_dict
+    cond = _subgraph([_operand("SUBGRAPH_INPUT"), _operand("CONSTANT_COPY", data=[4]),
+                      _operand("SUBGRAPH_OUTPUT", "TENSOR_BOOL8")], [("LESS", [0, 1], [2])], [0], [2])
+    body = _subgraph([_operand("SUBGRAPH_INPUT"), _operand("CONSTANT_COPY", data=[1]),
+                      _no_activation(), _operand("SUBGRAPH_OUTPUT")],
+                     [("ADD", [0, 1, 2], [3])], [0], [3])
+    main = [_operand("SUBGRAPH_INPUT"), _operand("SUBGRAPH", "SUBGRAPH", (), [0]),
+            _operand("SUBGRAPH", "SUBGRAPH", (), [1]), _operand("SUBGRAPH_OUTPUT")]
+    return model_from_dict({"name": "reference_while", "referenced": [cond, body],
+                            "main": _subgraph(main, [("WHILE", [1, 2, 0], [3])], [0], [3])})
+
+
 WORKLOADS = {
     T.TENSOR_FLOAT32: float_block,
     T.TENSOR_INT32: lambda: layout_block("TENSOR_INT32"),
@@ -103,16 +151,19 @@ def workload_info(model, cfg: HardwareConfig) -> PerformanceInfo:
     return PerformanceInfo(round(perf["execTime"], 6), round(perf["powerUsage"], 6))
 
 
-def measure_capabilities(cfg: HardwareConfig) -> Capabilities:
+def _measured(make, cfg: HardwareConfig) -> PerformanceInfo | None:
     from npu_sim.isa.errors import NpuSimError
-    infos = {}
-    for t, make in WORKLOADS.items():
-        try:
-            infos[t] = workload_info(make(), cfg)
-        except NpuSimError:              # the config cannot run it: unsupported
-            pass
+    try:
+        return workload_info(make(), cfg)
+    except NpuSimError:                  # the config cannot run it: unsupported
+        return None
+
+
+def measure_capabilities(cfg: HardwareConfig) -> Capabilities:
+    infos = {t: info for t, make in WORKLOADS.items() if (info := _measured(make, cfg))}
     infos.update({t: infos[src] for t, src in PARAMETERS.items() if src in infos})
     relaxed = infos.get(T.TENSOR_FLOAT32, UNSUPPORTED)
     return Capabilities(relaxed, relaxed,
                         [OperandPerformance(t, infos[t]) for t in sorted(infos)],
-                        UNSUPPORTED, UNSUPPORTED)
+                        _measured(if_block, cfg) or UNSUPPORTED,
+                        _measured(while_block, cfg) or UNSUPPORTED)
