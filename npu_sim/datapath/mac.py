@@ -147,10 +147,11 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     for r0 in range(0, out_sizes[0], step):
         cols = win[:, r0:r0 + step].reshape(-1, k)  # copies the windows: [M, K*IC]
         dst = out[:, r0:r0 + step]
-        if whole and dst.flags.c_contiguous:
-            np.matmul(cols, wc, out=dst.reshape(-1, oc))      # straight into the result
-        else:
-            dst[...] = _exact_matmul(cols, wc, plan).reshape(dst.shape)
+        with np.errstate(invalid="ignore", over="ignore"):   # inf/NaN operands: IEEE results
+            if whole and dst.flags.c_contiguous:
+                np.matmul(cols, wc, out=dst.reshape(-1, oc))  # straight into the result
+            else:
+                dst[...] = _exact_matmul(cols, wc, plan).reshape(dst.shape)
     return out
 
 
