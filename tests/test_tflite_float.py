@@ -6,23 +6,15 @@ float division: the frontend multiplies by the fp32 reciprocal)."""
 import numpy as np
 import pytest
 
-from tflite_support import Model, check_float, options, run_both
+from tflite_support import Model, check_float, float_input, float_output, options, run_both
 
 F = np.float32
 SAME, VALID = 0, 1
 RELU, RELU_N1, RELU6 = 1, 2, 3
 
 
-def _model():
-    return Model()
-
-
-def _in(m, shape):
-    return m.input(shape, None, None, dtype=F)
-
-
-def _out(m, shape):
-    return m.output(shape, None, None, dtype=F)
+_model = Model
+_in, _out = float_input, float_output
 
 
 SHAPES2 = [((1, 4, 4, 8), (1, 4, 4, 8)), ((2, 3, 5), (5,)), ((1, 6, 6, 3), (1, 1, 1, 3))]

@@ -5,7 +5,7 @@ reference kernels (ai-edge-litert, BUILTIN_REF)."""
 import numpy as np
 import pytest
 
-from tflite_support import Model, check_float, options
+from tflite_support import Model, check_float, float_input, float_output, options
 
 F = np.float32
 SAME, VALID = 0, 1
@@ -13,16 +13,8 @@ RELU, RELU_N1, RELU6 = 1, 2, 3
 FP32_MACS = "large-8k"      # the preset whose MAC array has an fp32 x fp32 mode (default has none)
 
 
-def _model():
-    return Model()
-
-
-def _in(m, shape):
-    return m.input(shape, None, None, dtype=F)
-
-
-def _out(m, shape):
-    return m.output(shape, None, None, dtype=F)
+_model = Model
+_in, _out = float_input, float_output
 
 
 def _conv(op, shape, k, oc, stride, dil, padding, act, mult=1, seed=0):

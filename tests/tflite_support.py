@@ -87,6 +87,14 @@ class Model:
         return bytes(b.Output())
 
 
+def float_input(m: "Model", shape):
+    return m.input(shape, None, None, dtype=np.float32)
+
+
+def float_output(m: "Model", shape):
+    return m.output(shape, None, None, dtype=np.float32)
+
+
 def options(cls_name: str, **fields):
     o = getattr(S, cls_name + "T")()
     for k, v in fields.items():
