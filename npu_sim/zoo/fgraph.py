@@ -11,31 +11,26 @@ LayerNorm from RSQRT, softmax from EXP and RECIPROCAL.
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import numpy as np
 
 from .emit import Emitter
+from .keys import LayerKeys
 from .quant import gelu
 
 MAX_FINITE = {"FP16": 65504.0, "BF16": 3.3895313892515355e38, "FP32": 3.4028234663852886e38}
 
 
-class FpCtx:
+class FpCtx(LayerKeys):
     """The third pass: emits the float graph of a network calibrated by a FloatCtx."""
     is_float = False
 
     def __init__(self, fctx, dtype: str):
+        super().__init__()
         self.params = fctx.params
         self.dtype = self.graph_dtype = dtype
         self.e = Emitter()
         self.acts: dict = {}
-        self._count: Counter = Counter()
-
-    def key(self, kind: str) -> str:
-        n = self._count[kind]
-        self._count[kind] += 1
-        return kind if n == 0 else f"{kind}_{n}"
 
     def record(self, key: str, x):
         self.acts[key] = x

@@ -13,13 +13,13 @@ agree as long as the network code is deterministic.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import fgraph, fops
 from .emit import Emitter
+from .keys import LayerKeys
 from .quant import QParams, choose_qparams, f32, quantize_bias, quantize_weights
 
 BN_EPS = 1e-5
@@ -33,24 +33,19 @@ class QT:
     q: QParams
 
 
-class FloatCtx:
+class FloatCtx(LayerKeys):
     is_float = True
     graph_dtype = None      # fgraph.FpCtx emits a float graph instead (its element type)
 
     def __init__(self, seed: int = 0, frozen: "FloatCtx | None" = None):
         """`frozen`: replay a calibrated network (its params and ranges) on new data,
         e.g. to compare the int8 graph against its float model."""
+        super().__init__()
         self.rng = np.random.default_rng([seed, 0])
         self.params: dict[str, dict] = frozen.params if frozen else {}
         self.ranges: dict[str, tuple[float, float]] = frozen.ranges if frozen else {}
         self.frozen = frozen is not None
         self.acts: dict = {}
-        self._count: Counter = Counter()
-
-    def key(self, kind: str) -> str:
-        n = self._count[kind]
-        self._count[kind] += 1
-        return kind if n == 0 else f"{kind}_{n}"
 
     def record(self, key: str, x):
         if self.frozen:  # replays keep activations for layer-by-layer comparisons
@@ -62,17 +57,15 @@ class FloatCtx:
             self.ranges[key] = (float(f32(np.min(x))), float(f32(np.max(x))))
 
 
-class QuantCtx:
+class QuantCtx(LayerKeys):
     is_float = False
     graph_dtype = None
 
     def __init__(self, fctx: FloatCtx):
+        super().__init__()
         self.params, self.ranges = fctx.params, fctx.ranges
         self.e = Emitter()
         self.acts: dict[str, QT] = {}
-        self._count: Counter = Counter()
-
-    key = FloatCtx.key
 
     def record(self, key: str, x: QT) -> QT:
         self.acts[key] = x
