@@ -21,8 +21,10 @@ reduction are stored in the accumulator type and added by the next command).
 
 from __future__ import annotations
 
+import math
+from contextlib import nullcontext
+
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from .fp import is_float
 
@@ -31,6 +33,7 @@ _F64_EXACT = 1 << 53
 _KC_MIN = 64  # measured: 64-term float32 chunks still beat one float64 GEMM by ~1.5x
 _CHUNK = 1 << 22  # max elements of one im2col block (bounds temporary memory)
 _DW_CHUNK = 1 << 16  # output elements per depthwise slab (bounds its per-tap products)
+_SMALL_MACS = 1 << 18  # measured: below this, float64 GEMMs cost about what float32 ones do
 
 
 _F64_PLAN = (np.float64, 1 << 62)   # float operands: float64 products and sums (see above)
@@ -46,6 +49,16 @@ def _centered_bound(x, zp) -> int:
     return max(abs(int(x.min()) - int(zp)), abs(int(x.max()) - int(zp))) if x.size else 0
 
 
+_RANGES = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+           for t in (np.int8, np.uint8, np.int16, np.uint16)}
+
+
+def _type_bound(x, zp) -> int | None:
+    """max |x - zp| over every value of x's dtype (narrow integers), with no pass over x."""
+    r = _RANGES.get(x.dtype)
+    return None if r is None else max(abs(r[0] - int(zp)), abs(r[1] - int(zp)))
+
+
 def _centered_as(x, zp, dt) -> np.ndarray:
     """x - zp in the MAC dtype. Narrow integers convert straight to a float or 32-bit dtype:
     their differences are small integers, exact in float32 and int32; floats have no zero point."""
@@ -57,6 +70,21 @@ def _centered_as(x, zp, dt) -> np.ndarray:
             y -= dt(zp)
         return y
     return _centered(x, zp).astype(dt, copy=False)
+
+
+def _conv_plan(k: int, macs: int, x, x_zp, w, w_zp):
+    """_mac_plan for centred integer operands, from their dtypes' ranges when those prove a
+    whole GEMM exact: in float32, or in float64 for a small problem, where the passes over the
+    data that might prove float32 exact cost more than float32 would save. Otherwise from the
+    data's extremes."""
+    a, b = _type_bound(x, x_zp), _type_bound(w, w_zp)
+    if a is not None and b is not None:
+        p = max(a * b, 1)
+        if k * p < _F32_EXACT:
+            return np.float32, k
+        if macs < _SMALL_MACS and k * p < _F64_EXACT:
+            return np.float64, k
+    return _mac_plan(k, _centered_bound(x, x_zp), _centered_bound(w, w_zp))
 
 
 def _mac_plan(k: int, a_max: int, b_max: int):
@@ -95,13 +123,26 @@ def _exact_matmul(a, b, plan) -> np.ndarray:
     return acc
 
 
-def _pad_spatial(x, pads) -> np.ndarray:
-    """Zero-pad (or crop, for negative pads) the spatial axes 1..S of an [N, *S, C] array."""
-    crop = [slice(None)] + [slice(max(-lo, 0), x.shape[i + 1] - max(-hi, 0))
-                            for i, (lo, hi) in enumerate(pads)] + [slice(None)]
-    x = x[tuple(crop)]
-    widths = [(0, 0)] + [(max(lo, 0), max(hi, 0)) for lo, hi in pads] + [(0, 0)]
-    return np.pad(x, widths) if any(w != (0, 0) for w in widths) else x
+def _centered_padded(x, zp, dt, pads) -> np.ndarray:
+    """x - zp in the MAC dtype (as _centered_as), zero-padded (or cropped, for negative pads)
+    on the spatial axes 1..S of an [N, *S, C] array: one new C-contiguous array, written once
+    (padding contributes exactly 0 after centring)."""
+    x = x[(slice(None),) + tuple(slice(max(-lo, 0), x.shape[i + 1] - max(-hi, 0))
+                                 for i, (lo, hi) in enumerate(pads))]
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    shape = (x.shape[0], *(n + lo + hi for n, (lo, hi) in zip(x.shape[1:-1], grow)), x.shape[-1])
+    padded = any(lo or hi for lo, hi in grow)
+    out = np.zeros(shape, dt) if padded else np.empty(shape, dt)
+    inner = out[(slice(None),) + tuple(slice(lo, lo + n) for n, (lo, _) in
+                                       zip(x.shape[1:-1], grow))] if padded else out
+    if is_float(x.dtype) or (x.dtype.itemsize <= 2 and (np.issubdtype(dt, np.floating)
+                                                         or np.dtype(dt).itemsize >= 4)):
+        inner[...] = x
+        if zp and not is_float(x.dtype):
+            inner -= dt(zp)
+    else:
+        inner[...] = _centered(x, zp)
+    return out
 
 
 def _out_sizes(in_sizes, pads, kernel, stride, dilation):
@@ -110,13 +151,15 @@ def _out_sizes(in_sizes, pads, kernel, stride, dilation):
 
 
 def _windows(xp, out_sizes, kernel, stride, dilation) -> np.ndarray:
-    """Strided view [N, *out, *kernel, C] of the padded input (no copy)."""
+    """Strided view [N, *out, *kernel, C] of the padded, C-contiguous input (no copy)."""
     st = xp.strides
     S = len(kernel)
     shape = (xp.shape[0], *out_sizes, *kernel, xp.shape[-1])
     strides = (st[0], *(st[1 + i] * stride[i] for i in range(S)),
                *(st[1 + i] * dilation[i] for i in range(S)), st[-1])
-    return as_strided(xp, shape, strides, writeable=False)
+    win = np.ndarray(shape, xp.dtype, buffer=xp, strides=strides)
+    win.flags.writeable = False
+    return win
 
 
 def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> np.ndarray:
@@ -125,34 +168,47 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     ic, oc = ifm.shape[-1], weights.shape[0]
     if weights.shape[-1] != ic:
         raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
-    k = int(np.prod(weights.shape[1:], dtype=np.int64))
-    plan = _F64_PLAN if is_float(ifm.dtype) else \
-        _mac_plan(k, _centered_bound(ifm, input_zp), _centered_bound(weights, weight_zp))
-    dt = plan[0]
-    wc = _centered_as(weights, weight_zp, dt).reshape(oc, -1).T  # [K*IC, OC]
-    # padding contributes exactly 0 after centering
-    xp = _pad_spatial(_centered_as(ifm, input_zp, dt), pads)
+    k = math.prod(weights.shape[1:])
     out_sizes = _out_sizes(ifm.shape[1:-1], pads, kernel, stride, dilation)
     n = ifm.shape[0]
+    out_shape = (n, *[max(o, 0) for o in out_sizes], oc)
+    floats = is_float(ifm.dtype)
+    plan = _F64_PLAN if floats else _conv_plan(k, math.prod(out_shape) * k, ifm, input_zp,
+                                               weights, weight_zp)
+    dt = plan[0]
     whole = plan[1] >= k                     # one GEMM per block, in the plan's dtype
-    out = np.empty((n, *[max(o, 0) for o in out_sizes], oc),
-                   dtype=dt if whole else np.float64)    # K-chunked float32 sums in float64
+    out = np.empty(out_shape, dtype=dt if whole else np.float64)  # K-chunked sums in float64
     if out.size == 0:
         return out
-    win = _windows(xp, out_sizes, kernel, stride, dilation)
-    wc = np.ascontiguousarray(wc)
-    # Chunk over the first output spatial axis so the im2col copy stays bounded.
-    per_row = n * int(np.prod(out_sizes[1:], dtype=np.int64)) * k
-    step = max(1, _CHUNK // max(per_row, 1))
-    for r0 in range(0, out_sizes[0], step):
-        cols = win[:, r0:r0 + step].reshape(-1, k)  # copies the windows: [M, K*IC]
-        dst = out[:, r0:r0 + step]
-        with np.errstate(invalid="ignore", over="ignore"):   # inf/NaN operands: IEEE results
-            if whole and dst.flags.c_contiguous:
-                np.matmul(cols, wc, out=dst.reshape(-1, oc))  # straight into the result
+    wc = _centered_as(weights, weight_zp, dt).reshape(oc, k).T  # [K*IC, OC]
+    with np.errstate(invalid="ignore", over="ignore") if floats else nullcontext():
+        # inf/NaN float operands: IEEE results, quietly
+        if all(w == 1 for w in kernel) and not any(lo or hi for lo, hi in pads):
+            # pointwise: the (strided) input is its own im2col, with no copy at stride 1
+            xc = _centered_as(ifm, input_zp, dt)[(slice(None),) + tuple(
+                slice(None, None, st) for st in stride)]
+            _gemm_into(out.reshape(-1, oc), xc.reshape(-1, k), wc, plan, whole)
+            return out
+        xp = _centered_padded(ifm, input_zp, dt, pads)
+        win = _windows(xp, out_sizes, kernel, stride, dilation)
+        # Chunk over the first output spatial axis so the im2col copy stays bounded.
+        per_row = n * math.prod(out_sizes[1:]) * k
+        step = max(1, _CHUNK // max(per_row, 1))
+        for r0 in range(0, out_sizes[0], step):
+            cols = win[:, r0:r0 + step].reshape(-1, k)  # copies the windows: [M, K*IC]
+            dst = out[:, r0:r0 + step]
+            if dst.flags.c_contiguous:
+                _gemm_into(dst.reshape(-1, oc), cols, wc, plan, whole)
             else:
                 dst[...] = _exact_matmul(cols, wc, plan).reshape(dst.shape)
     return out
+
+
+def _gemm_into(dst, a, b, plan, whole: bool):
+    if whole:
+        np.matmul(a, b, out=dst)              # straight into the result
+    else:
+        dst[...] = _exact_matmul(a, b, plan)
 
 
 def conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1), input_zp=0,
@@ -191,8 +247,10 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
         wc, dt = weights.astype(np.float64), np.float64
     else:
         wc = _centered(weights, weight_zp)
-        dt = np.int32 if kh * kw * _centered_bound(ifm, input_zp) * _maxabs(wc) < (1 << 31) \
-            else np.int64
+        a, b = _type_bound(ifm, input_zp), _type_bound(weights, weight_zp)
+        if a is None or b is None or kh * kw * a * b >= 1 << 31:     # else int32 by the types
+            a, b = _centered_bound(ifm, input_zp), _maxabs(wc)
+        dt = np.int32 if kh * kw * a * b < (1 << 31) else np.int64
     wc = np.ascontiguousarray(wc.astype(dt))
     h = ifm.shape[1]
     oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
@@ -218,7 +276,7 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
         else:                                                # the slab reads padding only
             block, top, bottom = ifm[:, :0], last - first + 1, 0
         # int8/int16 activations minus their zero point fit int32: no int64 copy.
-        xs = _pad_spatial(_centered_as(block, input_zp, dt), [(top, bottom), pads[1]])
+        xs = _centered_padded(block, input_zp, dt, [(top, bottom), pads[1]])
         for ky in range(kh):
             for kx in range(kw):
                 y0, x0 = ky * dy, kx * dx

@@ -40,13 +40,9 @@ def sext(v: int, bits: int) -> int:
     return v - (1 << bits) if v >= 1 << (bits - 1) else v
 
 
-def _scale(v, m, s, rnd) -> np.ndarray:
-    """(v*m + rnd) >> s exactly, for int64 v, 0 <= m < 2^31, 0 <= rnd < 2^62, 1 <= s <= 63."""
-    vmax = int(np.abs(v).max(initial=0))
-    mmax = int(m.max(initial=0))
-    rmax = int(rnd.max(initial=0))
-    if vmax * mmax + rmax < 1 << 63:  # common case: the 64-bit product cannot overflow
-        return (v * m + rnd) >> s
+def _split_scale(v, m, s, rnd) -> np.ndarray:
+    """(v*m + rnd) >> s exactly when v*m may exceed 63 bits, for broadcast int64 operands with
+    0 <= m < 2^31, 0 <= rnd < 2^62, 1 <= s <= 63."""
     # v*m + rnd = H*2^32 + L with 0 <= L < 2^32; every partial product below fits in int64.
     vh, vl = v >> 32, v & _M32
     b = vl * m  # < 2^32 * 2^31
@@ -58,8 +54,20 @@ def _scale(v, m, s, rnd) -> np.ndarray:
     return np.where(s >= 32, hi_part, lo_part)
 
 
-def apply_scale_32(value, multiplier, shift, double_round: bool = False) -> np.ndarray:
+def _abs_bound(a) -> int:
+    """max |a| as a Python int (no |a| temporary, no int64-min wrap); a per-channel table's
+    through Python, cheaper than numpy's reductions on a few values."""
+    if a.size <= 64:
+        values = a.ravel().tolist()
+        return max(max(values), -min(values), 0) if values else 0
+    return max(-int(a.min()), int(a.max()), 0)
+
+
+def apply_scale_32(value, multiplier, shift, double_round: bool = False,
+                   value_bound: int | None = None) -> np.ndarray:
     """TOSA apply_scale_32, vectorized; multiplier/shift broadcast against value. Returns int64.
+    `value_bound`, a bound of |value| the caller knows from its type, spares a pass over the
+    data to prove that the 64-bit product cannot overflow.
 
     REQUIREs (mul >= 0, 2 <= shift <= 62, value within +-2^(shift-1), result fits int32) are the
     caller's responsibility: violating inputs are unpredictable in TOSA.
@@ -71,8 +79,16 @@ def apply_scale_32(value, multiplier, shift, double_round: bool = False) -> np.n
     if double_round:
         # spec: for shift > 31 the rounding constant gains +-2^30 (two-step rounding emulation)
         rnd = rnd + np.where(s > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
-    v, m, s, rnd = np.broadcast_arrays(v, m, s, rnd)
-    return _scale(v, m, s, rnd)
+    # Multiplier, shift and rounding are per channel at most: their bounds cost nothing.
+    mmax, rmax = _abs_bound(m), _abs_bound(rnd)
+    if value_bound is None or value_bound * mmax + rmax >= 1 << 63:
+        value_bound = _abs_bound(v)
+    if value_bound * mmax + rmax < 1 << 63:  # common case: the 64-bit product cannot overflow
+        r = v * m
+        r += rnd
+        r >>= s
+        return r
+    return _split_scale(*np.broadcast_arrays(v, m, s, rnd))
 
 
 def apply_scale_16(value, multiplier, shift) -> np.ndarray:
@@ -94,8 +110,39 @@ def _channel_params(multiplier, shift, per_channel: bool):
 
 
 def _extend_zp(zp, bits: int, unsigned: bool) -> int:
-    zp = int(np.asarray(zp).reshape(-1)[0])
+    zp = zp if type(zp) is int else int(np.asarray(zp).reshape(-1)[0])
     return zp & ((1 << bits) - 1) if unsigned else sext(zp, bits)
+
+
+def _saturate(r, lo: int, hi: int) -> np.ndarray:
+    # np.clip's semantics in two ufunc calls: on a tile its Python wrappers cost more than the work
+    return np.minimum(np.maximum(r, lo), hi)
+
+
+def _rescaled(x, multiplier, shift, input_zp, output_zp, scale32: bool, rounding_mode: str,
+              per_channel: bool, input_unsigned: bool, out_bits: int,
+              output_unsigned: bool) -> np.ndarray:
+    """RESCALE's int64 result before saturation to the output type."""
+    if rounding_mode not in ROUNDING_MODES:
+        raise ValueError(f"bad rounding_mode {rounding_mode!r}")
+    in_bits = type_bits(x.dtype)
+    v = (x.view(_UNSIGNED[in_bits]) if input_unsigned else x).astype(np.int64)
+    izp = _extend_zp(input_zp, in_bits, input_unsigned)
+    if izp:
+        v -= izp
+    m, s = _channel_params(multiplier, shift, per_channel)
+    if scale32:
+        bound = (1 << (in_bits if input_unsigned else in_bits - 1)) + abs(izp)
+        r = apply_scale_32(v, m, s, rounding_mode == "DOUBLE_ROUND", value_bound=bound)
+    else:
+        r = apply_scale_16(v, m, s)
+    return r + _extend_zp(output_zp, out_bits, output_unsigned)
+
+
+def _narrowed(r, out_dtype, out_bits: int, output_unsigned: bool) -> np.ndarray:
+    if output_unsigned:
+        return r.astype(_UNSIGNED[out_bits]).view(out_dtype)
+    return r.astype(out_dtype)
 
 
 def rescale(x, multiplier, shift, input_zp, output_zp, *, scale32: bool, rounding_mode: str,
@@ -104,27 +151,13 @@ def rescale(x, multiplier, shift, input_zp, output_zp, *, scale32: bool, roundin
 
     INEXACT_ROUND is computed as SINGLE_ROUND (an exact SINGLE_ROUND always meets its bound).
     """
-    if rounding_mode not in ROUNDING_MODES:
-        raise ValueError(f"bad rounding_mode {rounding_mode!r}")
     x = np.asarray(x)
     out_dtype = np.dtype(out_dtype)
-    in_bits, out_bits = type_bits(x.dtype), type_bits(out_dtype)
-    if input_unsigned:
-        v = x.view(_UNSIGNED[in_bits]).astype(np.int64)
-    else:
-        v = x.astype(np.int64)
-    v = v - _extend_zp(input_zp, in_bits, input_unsigned)
-    m, s = _channel_params(multiplier, shift, per_channel)
-    if scale32:
-        r = apply_scale_32(v, m, s, rounding_mode == "DOUBLE_ROUND")
-    else:
-        r = apply_scale_16(v, m, s)
-    r = r + _extend_zp(output_zp, out_bits, output_unsigned)
-    if output_unsigned:
-        r = np.clip(r, 0, (1 << out_bits) - 1)
-        return r.astype(_UNSIGNED[out_bits]).view(out_dtype)
-    lo, hi = signed_range(out_bits)
-    return np.clip(r, lo, hi).astype(out_dtype)
+    out_bits = type_bits(out_dtype)
+    r = _rescaled(x, multiplier, shift, input_zp, output_zp, scale32, rounding_mode, per_channel,
+                  input_unsigned, out_bits, output_unsigned)
+    lo, hi = (0, (1 << out_bits) - 1) if output_unsigned else signed_range(out_bits)
+    return _narrowed(_saturate(r, lo, hi), out_dtype, out_bits, output_unsigned)
 
 
 def output_stage(acc, *, bias=None, multiplier=None, shift=None, scale32: bool = True,
@@ -136,23 +169,31 @@ def output_stage(acc, *, bias=None, multiplier=None, shift=None, scale32: bool =
     The reference model wraps int32 accumulators (spec: REQUIRE no overflow) and saturates
     int48 ones to the int48 range; both are reproduced here.
     """
-    a = np.asarray(acc, dtype=np.int64)
-    if bias is not None:
-        a = a + np.asarray(bias, dtype=np.int64).reshape(-1)  # [OC] or [1] along the last axis
+    a = np.asarray(acc)
+    if bias is not None or a.dtype != np.int64:     # an int64 copy of its own
+        a = a.astype(np.int64)
+        if bias is not None:
+            # [OC] or [1] along the last axis; int64 first: a mixed-type add costs more
+            a += np.asarray(bias).reshape(-1).astype(np.int64)
     if acc_dtype == "int32":
-        a, acc_np = wrap(a, 32), np.int32
+        a = a.astype(np.int32)                       # two's-complement wrap
     elif acc_dtype == "int48":
-        a, acc_np = np.clip(a, *signed_range(48)), np.int64
+        a = _saturate(a, *signed_range(48))
     else:
         raise ValueError(f"bad acc_dtype {acc_dtype!r}")
     if multiplier is None:
-        r = a.astype(out_dtype if out_dtype is not None else acc_np)
+        r = a.astype(out_dtype if out_dtype is not None else a.dtype)
     else:
         if out_dtype is None:
             raise ValueError("out_dtype is required with a multiplier")
-        r = rescale(a.astype(acc_np), multiplier, shift, 0, output_zp, scale32=scale32,
-                    rounding_mode=rounding_mode, per_channel=per_channel, input_unsigned=False,
-                    output_unsigned=output_unsigned, out_dtype=out_dtype)
+        out_dtype = np.dtype(out_dtype)
+        bits = type_bits(out_dtype)
+        lo, hi = (0, (1 << bits) - 1) if output_unsigned else signed_range(bits)
+        if clamp is not None and not output_unsigned and lo <= clamp[0] <= clamp[1] <= hi:
+            lo, hi, clamp = clamp[0], clamp[1], None   # the clamp within the type: one saturation
+        r = _rescaled(a, multiplier, shift, 0, output_zp, scale32, rounding_mode, per_channel,
+                      False, bits, output_unsigned)
+        r = _narrowed(_saturate(r, lo, hi), out_dtype, bits, output_unsigned)
     if clamp is not None:
         r = np.clip(r, clamp[0], clamp[1]).astype(r.dtype)
     return r
