@@ -311,6 +311,11 @@ def test_hw_validation_predicts_with_the_preset_and_one_fixed_overhead():
     t = hw.simulated_us(256, 512, 384, preset)
     program = api.compile_model(_write(hw.matmul_graph(256, 512, 384)), preset, use_cache=False)
     assert t == api.simulate(program, preset, timing_only=True).report.cycles / 1050
+    # the megacore diagnostic: one core's half of C, and throughput against one core's
+    # single-pass peak (4 MXUs x 128 x 128 MACs at 1050 MHz)
+    assert hw.half_us(256, 512, 384, preset) == min(hw.simulated_us(128, 512, 384, preset),
+                                                    hw.simulated_us(256, 256, 384, preset))
+    assert math.isclose(hw.core_efficiency_pct(4 * 128 * 128 * 1050, 1.0, preset), 100)
 
 
 def _write(data: bytes) -> Path:
