@@ -6,11 +6,12 @@ expected, so a typo fails loudly here instead of silently skewing simulated cycl
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import re
-from dataclasses import fields
-from decimal import Decimal
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,163 +21,265 @@ from npu_sim.isa.operators import FLOAT_CLASSES, VECTOR_CLASSES
 
 import yaml
 
-from .config_types import (DATAFLOWS, EXTENSIONS, FLOAT_ACC, FLOAT_PAIRS, INT_PAIRS, LEVELS,
-                           MAC_DTYPES, MAX_SIZE, MIN_SRAM, PORTS, PROFILES, _DTYPE_EXTENSION,
-                           _EXTENSION_PROFILE, AreaConfig, CpuBaselineConfig, DmaConfig,
-                           EnergyConfig, HardwareConfig, MacArrayConfig, MemoryConfig,
-                           MemoryEnergy, OperatingPoint, PlacementConfig, ScheduleConfig,
-                           SramConfig, TosaTarget, VectorUnitConfig, _show)
+from .config_checks import MAX_MACS, _IDENT_RE, _Checker, _show
 from .yamlread import parse_yaml, read_yaml
 
 PRESET_DIR = Path(_presets.__file__).parent     # the repository's configs/, installed as package data
 
-# Physically plausible range of every figure (inclusive; `*` stands for a memory or dtype name).
-# Wide enough for any design-space sweep, narrow enough that no product of figures in the
-# simulator or the report overflows; outside it, or NaN/inf, a value is refused.
-RANGES: dict[str, tuple[float, float]] = {
-    "clock_mhz": (1, 10_000),
-    "mac_array.rows": (1, 4096), "mac_array.cols": (1, 4096), "mac_array.arrays": (1, 64),
-    "mac_array.precision.*": (1 / 64, 1), "mac_array.precision.*.rate": (1 / 64, 1),
-    "mac_array.ports.*": (0.01, 1 << 30),
-    "mac_array.accumulators": (1, 1 << 24), "mac_array.output_stage": (0.01, 65_536),
-    "vector_unit.cycles_per_lane.*": (0.01, 10_000),
-    "vector_unit.lanes": (1, 65_536),
-    "sram.size": (MIN_SRAM, 4 << 30), "sram.banks": (1, 1024), "sram.bytes_per_cycle": (1, 65_536),
-    "sram.interleave": (1, 4 << 30),
-    "dma.channels": (1, 64), "dma.bytes_per_cycle": (0.01, 65_536), "dma.setup_cycles": (0, 1_000_000),
-    "memories.*.size": (1, 1 << 40), "memories.*.bandwidth_gbps": (0.001, 100_000),
-    "memories.*.latency_ns": (0, 1_000_000),
-    "energy.mac_pj.*": (0, 10_000), "energy.vector_op_pj.*": (0, 10_000),
-    "energy.sram_read_pj_per_byte": (0, 10_000), "energy.sram_write_pj_per_byte": (0, 10_000),
-    "energy.memories.*.read_pj_per_byte": (0, 100_000), "energy.memories.*.write_pj_per_byte": (0, 100_000),
-    "energy.dma_pj_per_byte": (0, 10_000), "energy.leakage_mw": (0, 1_000_000),
-    "cpu_baseline.clock_mhz": (1, 10_000), "cpu_baseline.macs_per_cycle": (0.01, 1_000_000),
-    "cpu_baseline.ops_per_cycle": (0.01, 1_000_000), "cpu_baseline.power_mw": (0.001, 1_000_000),
-    "cpu_baseline.bytes_per_cycle": (0.01, 1_000_000),
-    "driver_overhead_us": (0, 10_000_000),
-    "schedule.resident_fraction": (0.05, 1), "schedule.tile_floor": (1, 1 << 30),
-    "schedule.room_slack": (1, 16),
-    "operating_points.*.clock_mhz": (1, 10_000), "operating_points.*.voltage_scale": (0.3, 1.5),
-    "area.mac_mm2.*": (0, 1), "area.sram_mm2_per_kib": (0, 1), "area.sram_bank_overhead_mm2": (0, 100),
-    "area.vector_lane_mm2": (0, 10), "area.vector_fp_lane_mm2": (0, 10), "area.dma_channel_mm2": (0, 100), "area.fixed_mm2": (0, 10_000),
-}
-MAX_MACS = 1 << 20  # rows x cols
-_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(" + "|".join(_UNITS) + r")\s*$")
-_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # no dots: names appear in dotted override keys
+PROFILES = ("PRO-INT", "PRO-FP")
+EXTENSIONS = ("EXT-INT16", "EXT-INT4", "EXT-DOUBLEROUND", "EXT-INEXACTROUND", "EXT-CONTROLFLOW", "EXT-VARIABLE",
+              "EXT-BF16", "EXT-FP8E4M3", "EXT-FP8E5M2", "EXT-FFT",
+              "EXT-SHAPE")     # EXT-SHAPE: TOSA 1.1 draft, experimental (graphs declaring the draft)
+# The profile an extension extends ([SPEC] tosa.xml <profile_extensions>); the others extend both.
+_EXTENSION_PROFILE = {"EXT-INT16": "PRO-INT", "EXT-INT4": "PRO-INT", "EXT-DOUBLEROUND": "PRO-INT",
+                      "EXT-INEXACTROUND": "PRO-INT", "EXT-BF16": "PRO-FP", "EXT-FP8E4M3": "PRO-FP",
+                      "EXT-FP8E5M2": "PRO-FP", "EXT-FFT": "PRO-FP"}
+LEVELS = ("8K", "none")
+DATAFLOWS = ("weight_stationary", "output_stationary", "input_stationary")
+PORTS = ("activations", "weights", "outputs")   # the MAC array's operand ports, bytes/cycle
+MAC_DTYPES = ("int8", "int16", "int4", "fp16", "bf16", "fp32", "fp8e4m3", "fp8e5m2")
+# A MAC dtype beyond int8 is only reachable through the TOSA profile or extension that introduces it.
+_DTYPE_EXTENSION = {"int16": "EXT-INT16", "int4": "EXT-INT4", "fp16": "PRO-FP", "fp32": "PRO-FP",
+                    "bf16": "EXT-BF16", "fp8e4m3": "EXT-FP8E4M3", "fp8e5m2": "EXT-FP8E5M2"}
+# Float pairs (both operands of one type, as TOSA's float MAC modes are) and the accumulators
+# their PEs may have: TOSA's acc_t for the type, or a wider one (fp8 and fp16 may sum in fp32).
+FLOAT_ACC = {"fp16": ("fp16", "fp32"), "bf16": ("fp32",), "fp32": ("fp32",),
+             "fp8e4m3": ("fp16", "fp32"), "fp8e5m2": ("fp16", "fp32")}
+INT_PAIRS = tuple(f"{a}x{w}" for a in ("int8", "int16", "int4") for w in ("int8", "int16", "int4"))
+FLOAT_PAIRS = tuple(f"{t}x{t}" for t in FLOAT_ACC)
 
 
-_BIG_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
-def _bound(value: float, path: str) -> str:
-    if path.endswith(".size"):
-        unit, n = next(((u, n) for u, n in _BIG_UNITS if value >= n and value % n == 0), ("B", 1))
-        return f"{value // n} {unit}"
-    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+@dataclass(frozen=True)
+class MacArrayConfig:
+    rows: int
+    cols: int
+    dataflow: str
+    fold_overlap: bool        # the next fold's preload hides behind the current fold
+    dtypes: tuple[str, ...]   # operand types the PEs implement (area, energy)
+    # "<activation>x<weight>" -> MACs per PE per cycle (1: full rate, 0.5: two passes)
+    precision: dict[str, float] = field(default_factory=lambda: {"int8xint8": 1.0})
+    # float pair ("fp16xfp16") -> the dtype its PEs accumulate in (YAML: {rate: .., acc: ..})
+    float_acc: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, float] = field(default_factory=dict)   # PORTS -> bytes/cycle
+    accumulators: int = 1 << 24   # accumulator entries per column
+    output_stage: float = 1 << 16  # output-stage elements (bias, RESCALE, clamp) per cycle
+    arrays: int = 1               # identical arrays sharing the ports (a TPU core's MXUs)
+
+    @property
+    def macs_per_cycle(self) -> int:
+        return self.rows * self.cols * self.arrays
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(_plain(self), sort_keys=True))
 
 
-def _range_key(path: str) -> str:
-    parts = path.split(".")
-    if parts[0] in ("memories", "energy", "operating_points") and len(parts) >= 3:
-        index = 2 if parts[0] == "energy" else 1
-        if parts[0] != "energy" or parts[1] == "memories":
-            parts[index] = "*"
-    if parts[:2] in (["energy", "mac_pj"], ["area", "mac_mm2"], ["energy", "vector_op_pj"],
-                     ["mac_array", "precision"], ["mac_array", "ports"],
-                     ["vector_unit", "cycles_per_lane"]) and len(parts) == 3:
-        parts[2] = "*"
-    if parts[:2] == ["mac_array", "precision"] and len(parts) == 4:     # a float pair's rate
-        parts[2] = "*"
-    return ".".join(parts)
+@dataclass(frozen=True)
+class VectorUnitConfig:
+    lanes: int
+    cycles_per_lane: dict[str, float] = field(default_factory=dict)   # op class -> cycles
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(_plain(self), sort_keys=True))
 
 
-class _Checker:
-    """Type and range checks that phrase every failure as '<source>: <key path>: <expected>'."""
+@dataclass(frozen=True)
+class SramConfig:
+    size: int
+    banks: int
+    bytes_per_cycle: float  # per bank
+    interleave: int = 1 << 62  # address-to-bank mapping: bank = addr // interleave % banks
 
-    def __init__(self, source: str, ranged: bool = False):
-        self.source = source
-        self.ranged = ranged
-
-    def fail(self, path: str, message: str) -> ConfigError:
-        return ConfigError(f"{self.source}: {path or '(top level)'}: {message}")
-
-    def mapping(self, data: Any, path: str) -> dict:
-        if not isinstance(data, dict):
-            raise self.fail(path, f"expected a mapping, got {_show(data)}")
-        return data
-
-    def section(self, data: Any, path: str, keys: tuple, optional: tuple = (), missing: str = "") -> dict:
-        """A mapping with exactly `keys` (schema order), of which `optional` may be absent."""
-        self.mapping(data, path)
-        for key in data:
-            if key not in keys:
-                listed = ", ".join(map(str, keys)) or "nothing"
-                raise self.fail(_join(path, key), f"unknown key (expected one of: {listed})")
-        for key in keys:
-            if key not in data and key not in optional:
-                raise self.fail(_join(path, key), missing or "missing required key")
-        return data
-
-    def number(self, value: Any, path: str, *, integer: bool = False, zero_ok: bool = False) -> Any:
-        ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
-        if ok and not integer:
-            try:
-                value = float(value)
-            except OverflowError:  # an int beyond float range
-                ok = False
-        if (not ok or (isinstance(value, float) and not math.isfinite(value))
-                or value < 0 or (value == 0 and not zero_ok)):
-            adjective = "non-negative" if zero_ok else "positive"
-            raise self.fail(path, f"expected a {adjective} {'integer' if integer else 'number'}, got {_show(value)}")
-        return self.in_range(value, path)
-
-    def in_range(self, value, path: str):
-        """Figures of a hardware config have a documented range (RANGES); other files' numbers do not."""
-        bounds = RANGES.get(_range_key(path)) if self.ranged else None
-        if bounds is not None and not bounds[0] <= value <= bounds[1]:
-            lo, hi = (_bound(b, path) for b in bounds)
-            side = f"at least {lo}" if value < bounds[0] else f"at most {hi}"
-            raise self.fail(path, f"expected {side} (range {lo} to {hi}), got {_show(value)}")
-        return value
-
-    def flag(self, value: Any, path: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(path, f"expected true or false, got {_show(value)}")
-        return value
-
-    def text(self, value: Any, path: str, allow_empty: bool = False) -> str:
-        if not isinstance(value, str) or not (value.strip() or allow_empty):
-            raise self.fail(path, f"expected a{'' if allow_empty else ' non-empty'} string, got {_show(value)}")
-        return value
-
-    def choice(self, value: Any, path: str, options: tuple) -> str:
-        if not isinstance(value, str) or value not in options:
-            raise self.fail(path, f"expected one of: {', '.join(options)}, got {_show(value)}")
-        return value
-
-    def subset(self, value: Any, path: str, options: tuple) -> tuple[str, ...]:
-        if not isinstance(value, list):
-            raise self.fail(path, f"expected a list drawn from: {', '.join(options)}, got {_show(value)}")
-        items = tuple(self.choice(v, f"{path}[{i}]", options) for i, v in enumerate(value))
-        if len(set(items)) != len(items):
-            raise self.fail(path, f"expected no duplicates, got {_show(value)}")
-        return items
-
-    def size(self, value: Any, path: str) -> int:
-        nbytes: Any = None
-        if isinstance(value, int) and not isinstance(value, bool):
-            nbytes = value
-        elif isinstance(value, str) and (m := _SIZE_RE.match(value)):
-            nbytes = Decimal(m.group(1)) * _UNITS[m.group(2)]  # Decimal: "1.5 KiB" is exactly 1536
-        if nbytes is not None and 0 < nbytes < MAX_SIZE and nbytes == int(nbytes):
-            return self.in_range(int(nbytes), path)
-        raise self.fail(path, "expected a whole number of bytes in [1, 2**64), as an integer or a string like "
-                              f"'256 KiB' (units: {', '.join(_UNITS)}), got {_show(value)}")
+    @property
+    def bank_size(self) -> int:
+        return self.size // self.banks
 
 
-def _join(path: str, key: Any) -> str:
-    return f"{path}.{key}" if path else str(key)
+@dataclass(frozen=True)
+class DmaConfig:
+    channels: int
+    bytes_per_cycle: float  # per channel
+    setup_cycles: int
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    name: str
+    size: int
+    bandwidth_gbps: float
+    latency_ns: float
+
+
+@dataclass(frozen=True)
+class PlacementConfig:
+    weights: str
+    feature_maps: str
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """The compiler's planning trade-offs (optional section `schedule`; these are the defaults).
+
+    resident_fraction: at most this share of the on-chip buffer holds tensors that live across
+    steps, and tile_floor: it leaves tiles at least that many bytes unless that is under half the
+    buffer; room_slack: among near-fastest tile plans, the fewest tiles whose working set is
+    within this factor of the smallest (more room for far fewer commands)."""
+
+    resident_fraction: float = 0.85
+    tile_floor: int = 16 * 1024
+    room_slack: float = 1.25
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """A lower clock and supply the NPU may run at (optional section `operating_points`, by
+    name; the config's own figures are the nominal point): on-chip energy per event scales with
+    voltage_scale squared, leakage power with voltage_scale; external memories keep theirs."""
+    clock_mhz: float
+    voltage_scale: float
+
+
+@dataclass(frozen=True)
+class MemoryEnergy:
+    read_pj_per_byte: float
+    write_pj_per_byte: float
+
+
+@dataclass(frozen=True)
+class EnergyConfig:
+    mac_pj: dict[str, float]
+    vector_op_pj: dict[str, float]   # per op class (isa.operators.VECTOR_CLASSES)
+    sram_read_pj_per_byte: float
+    sram_write_pj_per_byte: float
+    memories: dict[str, MemoryEnergy]
+    dma_pj_per_byte: float
+    leakage_mw: float
+
+    def __hash__(self) -> int:  # dict fields are not hashable; their contents are
+        return hash(json.dumps(_plain(self), sort_keys=True))
+
+
+@dataclass(frozen=True)
+class CpuBaselineConfig:
+    name: str
+    clock_mhz: float
+    macs_per_cycle: float
+    ops_per_cycle: float
+    power_mw: float
+    bytes_per_cycle: float
+
+
+@dataclass(frozen=True)
+class AreaConfig:
+    """Silicon area figures (mm²) for npu_sim.area; they do not affect timing or energy."""
+    mac_mm2: dict[str, float]  # per MAC unit, summed over mac_array.dtypes (int8 = base MAC, others = add-on)
+    sram_mm2_per_kib: float
+    sram_bank_overhead_mm2: float  # per bank: decoders, sense amps, port logic
+    vector_lane_mm2: float
+    dma_channel_mm2: float
+    fixed_mm2: float  # control, command queue, interconnect
+    vector_fp_lane_mm2: float = 0.0  # PRO-FP: each lane's fp32 adder, multiplier and its share of the SFU
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(_plain(self), sort_keys=True))
+
+
+@dataclass(frozen=True)
+class TosaTarget:
+    profiles: tuple[str, ...]   # PRO-INT, and PRO-FP when the machine has a float datapath
+    extensions: tuple[str, ...]
+    level: str  # "8K" or "none"
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    name: str
+    description: str
+    clock_mhz: float
+    tosa: TosaTarget
+    mac_array: MacArrayConfig
+    vector_unit: VectorUnitConfig
+    sram: SramConfig
+    dma: DmaConfig
+    memories: dict[str, MemoryConfig]  # insertion-ordered; treat as read-only
+    placement: PlacementConfig
+    energy: EnergyConfig
+    cpu_baseline: CpuBaselineConfig
+    driver_overhead_us: float
+    area: AreaConfig | None = None  # optional section: only design-space exploration needs it
+    schedule: ScheduleConfig = ScheduleConfig()
+    operating_points: dict[str, OperatingPoint] = field(default_factory=dict)
+    source: str = field(default="<dict>", compare=False)  # where it came from, not what it is
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint())
+
+    def _memory(self, name: str) -> MemoryConfig:
+        if name not in self.memories:
+            raise ConfigError(f"{self.source}: memories.{name}: unknown memory "
+                              f"(expected one of: {', '.join(self.memories)})")
+        return self.memories[name]
+
+    def memory_bytes_per_cycle(self, name: str) -> float:
+        """Bytes the named memory delivers per NPU clock cycle."""
+        return self._memory(name).bandwidth_gbps * 1e9 / (self.clock_mhz * 1e6)
+
+    def memory_latency_cycles(self, name: str) -> int:
+        # round() first so 30 ns * 500 MHz = 15.000000000000002 does not become 16 cycles
+        return math.ceil(round(self._memory(name).latency_ns * self.clock_mhz / 1000, 9))
+
+    def to_dict(self) -> dict:
+        """Plain, JSON-able data in the YAML schema (sizes in bytes); config_from_dict inverts it."""
+        d = _plain(self)
+        del d["source"]
+        if d["area"] is None:
+            del d["area"]
+        for mem in d["memories"].values():
+            del mem["name"]  # the mapping key already is the name
+        mac = d["mac_array"]
+        for pair, acc in mac.pop("float_acc").items():
+            mac["precision"][pair] = {"rate": mac["precision"][pair], "acc": acc}
+        return d
+
+    def with_overrides(self, overrides: dict[str, object]) -> HardwareConfig:
+        """A copy with dotted keys replaced, e.g. {"mac_array.rows": 64}; validated like a file."""
+        src = f"{self.source} (overrides)"
+        d = self.to_dict()
+        if not isinstance(overrides, dict):
+            raise ConfigError(f"{src}: expected a mapping of dotted keys to values, got {_show(overrides)}")
+        for key, value in overrides.items():
+            parts = key.split(".") if isinstance(key, str) else []
+            if not parts or not all(parts):
+                raise ConfigError(f"{src}: {key!r}: expected a dotted key like mac_array.rows")
+            node = d
+            for i, part in enumerate(parts[:-1]):
+                if not isinstance(node, dict) or part not in node:
+                    where = ".".join(parts[: i + 1])
+                    expected = f" (expected one of: {', '.join(node)})" if isinstance(node, dict) else ""
+                    raise ConfigError(f"{src}: {where}: unknown key{expected}")
+                node = node[part]
+            if not isinstance(node, dict):
+                raise ConfigError(f"{src}: {key}: {'.'.join(parts[:-1])} is not a section")
+            node[parts[-1]] = value  # a new leaf is caught by validation as an unknown key
+        return _build(d, src, self.source)
+
+    def fingerprint(self) -> str:
+        """Stable sha256 of the configuration's content (not of its source path), for caching."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _plain(obj: Any) -> Any:
+    if is_dataclass(obj):
+        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
 
 
 _TOP_KEYS = ("name", "description", "clock_mhz", "tosa", "mac_array", "vector_unit", "sram", "dma", "memories",

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from npu_sim.config import MAX_MACS, RANGES, config_from_dict, load_config
+from npu_sim.config import config_from_dict, load_config
+from npu_sim.config_checks import MAX_MACS, RANGES
 from npu_sim.dse.sweep import load_sweep
 from npu_sim.isa.errors import ConfigError
 from npu_sim.yamlread import MAX_DEPTH, MAX_NODES, read_yaml

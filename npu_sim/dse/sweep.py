@@ -25,7 +25,8 @@ from pathlib import Path
 
 from npu_sim.isa.errors import ConfigError
 
-from ..config import HardwareConfig, _Checker, load_config, read_yaml
+from ..config import HardwareConfig, load_config, read_yaml
+from ..config_checks import _Checker
 
 # name -> (sense of "better", unit); per network and, over several networks, per design (pareto.aggregate)
 METRICS = {
