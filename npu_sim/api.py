@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from npu_sim.compiler.ir import Graph
 from npu_sim.isa.dtypes import DTYPES, STORAGE
 from npu_sim.isa.encoding import decode, encode
 from npu_sim.isa.errors import ConfigError, InputError, ModelError, ProgramError, UnsupportedError
@@ -53,8 +52,10 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
                   use_cache: bool = True) -> Program:
     """Compile a .tosa or .tflite file (or a loaded Graph) for `config`. Files go through the
     program cache (npu_sim/cache.py) unless use_cache is False."""
-    if isinstance(model, Graph):
-        return _compile(model, config)
+    if not isinstance(model, (str, os.PathLike)):
+        from npu_sim.compiler.ir import Graph      # only here: a cached run needs no compiler
+        if isinstance(model, Graph):
+            return _compile(model, config)
     data = _read_file(model, "a .tosa file", ((4, b"TOSA"), (4, b"TFL3")))
     k = cache.key(data, config) if use_cache else None
     program = cache.load(k) if k else None
@@ -139,11 +140,15 @@ def config_for_program(program: Program, config: HardwareConfig | None) -> Hardw
     return embedded
 
 
+def _check_seed(seed) -> None:
+    if not (hasattr(seed, "__index__") and 0 <= seed.__index__() < 1 << 64):
+        raise InputError(f"seed {str(seed)[:40]}: expected an integer in [0, 2**64)")
+
+
 def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random data for every graph input: integers over the full range of their dtype,
     floats standard normal (rounded to the type)."""
-    if not (hasattr(seed, "__index__") and 0 <= seed.__index__() < 1 << 64):
-        raise InputError(f"seed {str(seed)[:40]}: expected an integer in [0, 2**64)")
+    _check_seed(seed)
     rng = np.random.default_rng(seed)
     out = {}
     for b in program.inputs:
@@ -170,8 +175,11 @@ def simulate(program: Program, config: HardwareConfig, inputs: dict | None = Non
     machine.state = dict(state or {})
     values = None
     if not timing_only:
-        values = random_inputs(program, seed)
-        values.update(inputs or {})
+        _check_seed(seed)
+        given = dict(inputs or {})
+        # seeded data for the inputs not given (numpy.random is imported only then)
+        values = given if all(b.name in given for b in program.inputs) else {
+            **random_inputs(program, seed), **given}
     sim = machine.run(values, compute_values=not timing_only)
     return RunResult(sim.outputs, build_report(program, config, sim, timing_only), program, sim)
 

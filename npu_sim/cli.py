@@ -136,7 +136,12 @@ SET_HELP = ("override a config figure, validated like the YAML (repeatable): --s
             "mac_array.rows=64 --set sram.size='2 MiB'")
 
 
-def build_parser() -> argparse.ArgumentParser:
+BUILT_IN = ("run", "compile", "disasm")
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; for a command line naming a built-in command, without the other
+    subcommands' modules (importing them all took a run's start-up tens of ms)."""
     p = _Parser(prog="npu-sim", description="Simulate a TOSA, TFLite or NNAPI model on a "
                                 "modelled NPU: its outputs, cycles, energy.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -178,13 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("disasm", help="print a compiled program as text")
     d.add_argument("program")
     d.set_defaults(func=cmd_disasm)
-    for module in SUBCOMMAND_MODULES:
-        importlib.import_module(module).add_parser(sub)
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    if not (words and words[0] in BUILT_IN):       # --help, another or an unknown command
+        for module in SUBCOMMAND_MODULES:
+            importlib.import_module(module).add_parser(sub)
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
     except NpuSimError as exc:

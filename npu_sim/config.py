@@ -19,8 +19,6 @@ from npu_sim import configs as _presets
 from npu_sim.isa.errors import ConfigError
 from npu_sim.isa.operators import FLOAT_CLASSES, VECTOR_CLASSES
 
-import yaml
-
 from .config_checks import MAX_MACS, _IDENT_RE, _Checker, _show
 from .yamlread import parse_yaml, read_yaml
 
@@ -495,6 +493,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"--set {_show(pair)}: expected KEY=VALUE, e.g. mac_array.rows=64")
+        import yaml
         try:
             value = parse_yaml(text)
         except yaml.YAMLError as e:

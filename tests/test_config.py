@@ -316,3 +316,23 @@ def test_schedule_section_is_optional_and_its_figures_reach_the_compiler():
     assert resident_share(wider) == 24 << 10 and wider.fingerprint() != cfg.fingerprint()
     with pytest.raises(ConfigError, match="schedule.room_slack"):
         cfg.with_overrides({"schedule.room_slack": 0.5})
+
+
+def test_parsed_yaml_kept_by_content_and_reused(tmp_path, monkeypatch):
+    """A file read once is kept parsed (JSON, keyed by its bytes) and read back without PyYAML;
+    an edited file is parsed again, and a document JSON cannot hold is parsed each time."""
+    from npu_sim import yamlread
+    monkeypatch.setenv("NPU_SIM_CACHE", str(tmp_path / "cache"))
+    first = load_config("edge-256")
+    memos = list((tmp_path / "cache" / "yaml").glob("*.json"))
+    assert len(memos) == 1
+    monkeypatch.setattr(yamlread, "parse_yaml", lambda text: pytest.fail("parsed again"))
+    assert load_config("edge-256") == first
+    monkeypatch.undo()
+    monkeypatch.setenv("NPU_SIM_CACHE", str(tmp_path / "cache"))
+    f = tmp_path / "c.yaml"
+    f.write_text(Path(preset_path("edge-256")).read_text().replace("clock_mhz: 500", "clock_mhz: 400"))
+    assert load_config(f).clock_mhz == 400
+    f.write_text("{1: 2}\n")               # an int key: JSON would make it "1"
+    assert yamlread.read_yaml(f, "file") == {1: 2} == yamlread.read_yaml(f, "file")
+    assert len(list((tmp_path / "cache" / "yaml").glob("*.json"))) == 2
