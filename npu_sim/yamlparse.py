@@ -7,7 +7,9 @@ import re
 
 import yaml
 
-from .yamlread import MAX_DEPTH, MAX_NODES, MAX_NUMBER_CHARS
+MAX_DEPTH = 64             # a config nests 4 levels
+MAX_NODES = 100_000        # after alias expansion
+MAX_NUMBER_CHARS = 100     # characters of one number
 
 
 class _Loader(yaml.SafeLoader):

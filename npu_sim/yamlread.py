@@ -17,9 +17,6 @@ from npu_sim.isa.errors import ConfigError
 from .paths import os_reason, why_unreadable
 
 MAX_BYTES = 1 << 20        # a preset is 4 KiB; a sweep with long value lists stays far below this
-MAX_DEPTH = 64             # a config nests 4 levels
-MAX_NODES = 100_000        # after alias expansion
-MAX_NUMBER_CHARS = 100     # characters of one number
 
 
 def read_yaml(path: Path, what: str):

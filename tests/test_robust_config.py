@@ -14,7 +14,8 @@ from npu_sim.config import config_from_dict, load_config
 from npu_sim.config_checks import MAX_MACS, RANGES
 from npu_sim.dse.sweep import load_sweep
 from npu_sim.isa.errors import ConfigError
-from npu_sim.yamlread import MAX_DEPTH, MAX_NODES, read_yaml
+from npu_sim.yamlparse import MAX_DEPTH, MAX_NODES
+from npu_sim.yamlread import read_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
