@@ -92,9 +92,8 @@ _VIEWS = [struct.Struct(f"<BQBB{2 * rank}q") for rank in range(9)]
 
 
 class _Reader:
-    """Sequential reader; struct.error on a short buffer is reported as a truncated program.
-    The per-command readers take fixed-size fields with prebuilt structs and single bytes by
-    indexing: a program has tens of thousands of commands, each some twenty fields."""
+    """Sequential reader of the string table and the sections' framing; struct.error on a
+    short buffer is reported as a truncated program (the commands: _decode_commands)."""
 
     def __init__(self, data: bytes):
         self.data, self.pos = memoryview(data), 0      # constant segments stay views
@@ -112,52 +111,6 @@ class _Reader:
         values = s.unpack_from(self.data, self.pos)
         self.pos += s.size
         return values
-
-    def byte(self) -> int:
-        if self.pos >= len(self.data):
-            raise struct.error("unexpected end of data")
-        self.pos += 1
-        return self.data[self.pos - 1]
-
-    def string(self) -> str:
-        index = _U32.unpack_from(self.data, self.pos)[0]
-        self.pos += 4
-        return self.strings[index]
-
-    def ints(self) -> tuple[int, ...]:
-        (n,) = self.unpack("H")
-        return self.unpack(f"{n}q") if n else ()
-
-    def view(self) -> TensorView:
-        data, pos = self.data, self.pos
-        if pos + 11 > len(data):
-            raise struct.error("unexpected end of data")
-        rank = data[pos + 10]                  # after mem (B), addr (Q) and dtype (B)
-        s = _VIEWS[rank] if rank < len(_VIEWS) else _struct(f"BQBB{2 * rank}q")
-        values = s.unpack_from(data, pos)
-        self.pos = pos + s.size
-        return TensorView(values[0], values[1], values[4:4 + rank], values[4 + rank:],
-                          BY_CODE[values[2]].name)
-
-    def value(self):
-        tag = self.byte()
-        if tag == _T_INT:
-            value = _I64.unpack_from(self.data, self.pos)[0]
-            self.pos += 8
-            return value
-        if tag == _T_INTS:
-            return tuple(self.ints())
-        if tag == _T_STR:
-            return self.string()
-        if tag == _T_BOOL:
-            return bool(self.byte())
-        if tag == _T_NONE:
-            return None
-        if tag == _T_FLOAT:
-            value = _F64.unpack_from(self.data, self.pos)[0]
-            self.pos += 8
-            return value
-        raise ProgramError(f"corrupt program: unknown value tag {tag}")
 
 
 def _encode_commands(commands) -> bytes:
@@ -191,30 +144,98 @@ def _encode_commands(commands) -> bytes:
     return w.table() + w.buf.getvalue()
 
 
+_HEAD = struct.Struct("<BIiH")           # kind, id, layer, dependency count
+_U8 = struct.Struct("<B")
+_DEPS = [struct.Struct(f"<{n}q") for n in range(17)]
+
+
+def _byte_at(buf, pos: int) -> int:
+    if pos >= len(buf):
+        raise struct.error("unexpected end of data")
+    return buf[pos]
+
+
+def _view_at(buf, pos: int) -> tuple[TensorView, int]:
+    if pos + 11 > len(buf):
+        raise struct.error("unexpected end of data")
+    rank = buf[pos + 10]                   # after mem (B), addr (Q) and dtype (B)
+    s = _VIEWS[rank] if rank < len(_VIEWS) else _struct(f"BQBB{2 * rank}q")
+    v = s.unpack_from(buf, pos)
+    # tuple.__new__: the named tuple's own __new__ is a Python call per view
+    return tuple.__new__(TensorView, (v[0], v[1], v[4:4 + rank], v[4 + rank:],
+                                      BY_CODE[v[2]].name)), pos + s.size
+
+
+def _value_at(buf, pos: int, strings: list[str]):
+    tag = _byte_at(buf, pos)
+    pos += 1
+    if tag == _T_INT:
+        return _I64.unpack_from(buf, pos)[0], pos + 8
+    if tag == _T_INTS:
+        (n,) = _struct("H").unpack_from(buf, pos)
+        pos += 2
+        if not n:
+            return (), pos
+        s = _DEPS[n] if n < len(_DEPS) else _struct(f"{n}q")
+        return s.unpack_from(buf, pos), pos + s.size
+    if tag == _T_STR:
+        return strings[_U32.unpack_from(buf, pos)[0]], pos + 4
+    if tag == _T_BOOL:
+        return bool(_byte_at(buf, pos)), pos + 1
+    if tag == _T_NONE:
+        return None, pos
+    if tag == _T_FLOAT:
+        return _F64.unpack_from(buf, pos)[0], pos + 8
+    raise ProgramError(f"corrupt program: unknown value tag {tag}")
+
+
 def _decode_commands(data: bytes):
+    """The command list: one pass with the position in a local and every field read by a
+    prebuilt struct (a program has tens of thousands of commands, each some twenty fields)."""
     r = _Reader(data)
     r.read_table()
     (n,) = r.unpack("I")
+    buf, pos, strings = r.data, r.pos, r.strings
+    head, u32 = _HEAD, _U32
     commands = []
     for _ in range(n):
-        kind, cid, layer = r.unpack("BIi")
-        deps = tuple(r.ints())
+        kind, cid, layer, nd = head.unpack_from(buf, pos)
+        pos += 11
+        if nd:
+            s = _DEPS[nd] if nd < len(_DEPS) else _struct(f"{nd}q")
+            deps = s.unpack_from(buf, pos)
+            pos += s.size
+        else:
+            deps = ()
         if kind == _KIND_COPY:
-            (ch,) = r.unpack("B")
-            commands.append(DmaCopy(id=cid, deps=deps, layer=layer, channel=ch, src=r.view(),
-                                    dst=r.view()))
+            (ch,) = _U8.unpack_from(buf, pos)
+            src, pos = _view_at(buf, pos + 1)
+            dst, pos = _view_at(buf, pos)
+            commands.append(DmaCopy(id=cid, deps=deps, layer=layer, channel=ch, src=src, dst=dst))
         elif kind == _KIND_FILL:
-            ch, value = r.unpack("Bq")
+            ch, value = _struct("Bq").unpack_from(buf, pos)
+            dst, pos = _view_at(buf, pos + 9)
             commands.append(DmaFill(id=cid, deps=deps, layer=layer, channel=ch, value=value,
-                                    dst=r.view()))
+                                    dst=dst))
         elif kind == _KIND_COMPUTE:
-            unit = r.byte()
-            op = r.string()
+            unit = _byte_at(buf, pos)
+            op = strings[u32.unpack_from(buf, pos + 1)[0]]
+            pos += 5
             groups = []
             for _g in range(2):
-                k = r.byte()
-                groups.append({r.string(): r.view() for _ in range(k)})
-            attrs = {r.string(): r.value() for _ in range(r.byte())}
+                k = _byte_at(buf, pos)
+                pos += 1
+                group = {}
+                for _ in range(k):
+                    name = strings[u32.unpack_from(buf, pos)[0]]
+                    group[name], pos = _view_at(buf, pos + 4)
+                groups.append(group)
+            attrs = {}
+            count = _byte_at(buf, pos)
+            pos += 1
+            for _ in range(count):
+                name = strings[u32.unpack_from(buf, pos)[0]]
+                attrs[name], pos = _value_at(buf, pos + 4, strings)
             cmd = Compute(id=cid, deps=deps, layer=layer, unit=_UNITS[unit], op=op,
                           inputs=groups[0], outputs=groups[1], attrs=attrs)
             check(cmd)
