@@ -155,15 +155,22 @@ def _byte_at(buf, pos: int) -> int:
     return buf[pos]
 
 
-def _view_at(buf, pos: int) -> tuple[TensorView, int]:
+def _view_at(buf, pos: int, seen: dict) -> tuple[TensorView, int]:
+    """The view at `pos`, one object per distinct encoding (`seen`): tile buffers recur, so
+    most of a program's views repeat, and a lookup costs less than building one."""
     if pos + 11 > len(buf):
         raise struct.error("unexpected end of data")
     rank = buf[pos + 10]                   # after mem (B), addr (Q) and dtype (B)
     s = _VIEWS[rank] if rank < len(_VIEWS) else _struct(f"BQBB{2 * rank}q")
-    v = s.unpack_from(buf, pos)
-    # tuple.__new__: the named tuple's own __new__ is a Python call per view
-    return tuple.__new__(TensorView, (v[0], v[1], v[4:4 + rank], v[4 + rank:],
-                                      BY_CODE[v[2]].name)), pos + s.size
+    end = pos + s.size
+    key = bytes(buf[pos:end])
+    view = seen.get(key)
+    if view is None:
+        v = s.unpack_from(buf, pos)
+        # tuple.__new__: the named tuple's own __new__ is a Python call per view
+        view = seen[key] = tuple.__new__(TensorView, (v[0], v[1], v[4:4 + rank], v[4 + rank:],
+                                                      BY_CODE[v[2]].name))
+    return view, end
 
 
 def _value_at(buf, pos: int, strings: list[str]):
@@ -197,6 +204,7 @@ def _decode_commands(data: bytes):
     (n,) = r.unpack("I")
     buf, pos, strings = r.data, r.pos, r.strings
     head, u32 = _HEAD, _U32
+    seen: dict[bytes, TensorView] = {}
     commands = []
     for _ in range(n):
         kind, cid, layer, nd = head.unpack_from(buf, pos)
@@ -209,12 +217,12 @@ def _decode_commands(data: bytes):
             deps = ()
         if kind == _KIND_COPY:
             (ch,) = _U8.unpack_from(buf, pos)
-            src, pos = _view_at(buf, pos + 1)
-            dst, pos = _view_at(buf, pos)
+            src, pos = _view_at(buf, pos + 1, seen)
+            dst, pos = _view_at(buf, pos, seen)
             commands.append(DmaCopy(id=cid, deps=deps, layer=layer, channel=ch, src=src, dst=dst))
         elif kind == _KIND_FILL:
             ch, value = _struct("Bq").unpack_from(buf, pos)
-            dst, pos = _view_at(buf, pos + 9)
+            dst, pos = _view_at(buf, pos + 9, seen)
             commands.append(DmaFill(id=cid, deps=deps, layer=layer, channel=ch, value=value,
                                     dst=dst))
         elif kind == _KIND_COMPUTE:
@@ -228,7 +236,7 @@ def _decode_commands(data: bytes):
                 group = {}
                 for _ in range(k):
                     name = strings[u32.unpack_from(buf, pos)[0]]
-                    group[name], pos = _view_at(buf, pos + 4)
+                    group[name], pos = _view_at(buf, pos + 4, seen)
                 groups.append(group)
             attrs = {}
             count = _byte_at(buf, pos)
