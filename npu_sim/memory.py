@@ -20,9 +20,17 @@ class Memories:
         self.banks = [np.zeros(max(int(s), 16), dtype=np.uint8) for s in sizes]
         self._starts: list[list[int]] = [[] for _ in self.banks]     # sorted segment starts
         self._segments: list[list[tuple[int, int, np.ndarray]]] = [[] for _ in self.banks]
+        # view -> its array: a program's tile buffers recur, and the buffers never move
+        self._arrays: dict[TensorView, np.ndarray] = {}
 
     def array(self, v: TensorView) -> np.ndarray:
         """A numpy view of the bytes that `v` describes (no copy; writes go to memory)."""
+        a = self._arrays.get(v)
+        if a is None:
+            a = self._arrays[v] = self._array(v)
+        return a
+
+    def _array(self, v: TensorView) -> np.ndarray:
         try:
             buffer, offset = self.banks[v.mem], v.addr
             if self._starts[v.mem]:
@@ -46,6 +54,7 @@ class Memories:
         """Map a constant segment at `addr` (the data stays where it is, read-only)."""
         if not len(data):
             return
+        self._arrays.clear()            # a view may now read the segment
         if addr < 0 or addr + len(data) > len(self.banks[mem]):
             raise ProgramError(f"constant segment at {self.names[mem]}:0x{addr:x} "
                                f"({len(data)} B) falls outside the memory")
