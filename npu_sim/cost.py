@@ -73,15 +73,30 @@ class CostModel:
             config.memory_bytes_per_cycle(n) for n in memory_names]
         self.mem_latency = [1] + [config.memory_latency_cycles(n) for n in memory_names]
         self.cpu_ratio = config.clock_mhz / config.cpu_baseline.clock_mhz
+        # A DMA's or MAC command's cost is a function of its views (and a MAC's opcode and
+        # stride) alone; tiles repeat them, so each distinct one is costed once. Costs are
+        # never modified after they are made.
+        self._known: dict[tuple, Cost] = {}
 
     def of(self, cmd) -> Cost:
         if isinstance(cmd, (DmaCopy, DmaFill)):
-            return self._dma(cmd)
+            return self._memo((cmd.src if isinstance(cmd, DmaCopy) else None, cmd.dst),
+                              self._dma, cmd)
         if cmd.unit == "mac":
-            return self._mac(cmd)
+            return self._memo((cmd.op, tuple(cmd.inputs.items()), tuple(cmd.outputs.items()),
+                               tuple(cmd.attrs.get("stride", (1, 1)))), self._mac, cmd)
         if cmd.unit == "vector":
             return self._vector(cmd)
         return self._host(cmd)
+
+    def _memo(self, key: tuple, cost_of, cmd) -> Cost:
+        try:
+            cost = self._known.get(key)
+        except TypeError:              # a view built with lists: costed each time
+            return cost_of(cmd)
+        if cost is None:
+            cost = self._known[key] = cost_of(cmd)
+        return cost
 
     def _dma(self, cmd) -> Cost:
         dst: TensorView = cmd.dst
