@@ -13,7 +13,7 @@ from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
 from .cascade import fuse_pointwise_producers
-from .emit import Emitter
+from .emit import Emitter, hoist_loads
 from .fold import fold_constants, remove_noop_reshapes
 from .ir import Graph, Tensor
 from .lower import Lowering
@@ -170,7 +170,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     for index, step in enumerate(steps):
         if step.kind != "alias":
             emitter.layer = layer_of[index]
-            tiles = lowering.lower(step, placement.workspaces[index], flip=len(layers) % 2 == 1)
+            tiles = lowering.lower(step, placement.workspaces[index])
             if len(emitter.commands) > MAX_COMMANDS:
                 raise DoesNotFitError(
                     f"layer '{step.output}': the program reaches {len(emitter.commands):,} commands "
@@ -183,6 +183,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
         for name, reader in preloads.get(index, []):
             emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
             lowering.preload(name)
+    emitter = hoist_loads(emitter)
     sizes = [config.sram.size] + [0] * len(memories)
     sizes[placement.weights_id] = max(sizes[placement.weights_id], placement.weights_bytes)
     sizes[placement.fm_id] = max(sizes[placement.fm_id], placement.fm_bytes)

@@ -8,8 +8,9 @@ latest command per engine needs to be waited for.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 
-from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
+from npu_sim.isa.commands import ONCHIP, Compute, DmaCopy, DmaFill, TensorView
 
 
 class _Segments:
@@ -63,12 +64,23 @@ class _Segments:
         self.items.insert(i, seg)
 
 
+def _views(cmd) -> tuple[list[TensorView], list[TensorView]]:
+    """(reads, writes) of a command."""
+    if isinstance(cmd, DmaCopy):
+        return [cmd.src], [cmd.dst]
+    if isinstance(cmd, DmaFill):
+        return [], [cmd.dst]
+    return list(cmd.inputs.values()), list(cmd.outputs.values())
+
+
 class Emitter:
     def __init__(self):
         self.commands = []
         self.engine_of: dict[int, str] = {}
         self.memories: dict[int, _Segments] = {}
         self.layer = -1
+        self.prefetching = False        # copies emitted now stage data for later steps
+        self._prefetches: set[int] = set()
 
     def _deps(self, reads: list[TensorView], writes: list[TensorView]) -> tuple[int, ...]:
         latest: dict[str, int] = {}
@@ -105,6 +117,8 @@ class Emitter:
     def copy(self, src: TensorView, dst: TensorView, channel: int) -> int:
         cmd = DmaCopy(id=len(self.commands), deps=self._deps([src], [dst]), layer=self.layer,
                       channel=channel, src=src, dst=dst)
+        if self.prefetching:
+            self._prefetches.add(cmd.id)
         return self._record(cmd, [src], [dst])
 
     def fill(self, dst: TensorView, value: int, channel: int) -> int:
@@ -118,3 +132,41 @@ class Emitter:
                       unit=unit, op=op, inputs=dict(inputs), outputs=dict(outputs),
                       attrs=dict(attrs))
         return self._record(cmd, reads, writes)
+
+
+def hoist_loads(emitter: Emitter) -> Emitter:
+    """The program with each step's loads moved ahead in their DMA queue, re-synchronised.
+
+    A DMA queue runs in program order, so a load of a step's input from external memory that
+    was emitted behind a store or an on-chip move waiting for compute, or behind weights
+    staged for later layers, waits for them although its own data and buffer are ready. Each
+    such load moves to just after the last command it conflicts with (the latest of its
+    dependencies: nothing in between touches its bytes, so every value is the same), never
+    ahead of an earlier load of its queue (loads keep their order) nor of its own step's
+    commands (a step's tiles keep their pipeline: loads one tile ahead of compute and its
+    stores). Staged weight copies keep their places. The dependencies are then derived again
+    for the new order."""
+    keys: list[float] = []
+    last_load: dict[int, float] = {}
+    own: dict[tuple[int, int], float] = {}    # (queue, layer) -> key of its latest command
+    for cmd in emitter.commands:
+        key = float(cmd.id)
+        queue = getattr(cmd, "channel", None)
+        if isinstance(cmd, DmaCopy) and cmd.src.mem != ONCHIP and cmd.dst.mem == ONCHIP \
+                and cmd.id not in emitter._prefetches:
+            key = max(max(cmd.deps, default=-1) + 0.5, last_load.get(queue, -1.0),
+                      own.get((queue, cmd.layer), -1.0))
+            last_load[queue] = key
+        if queue is not None:
+            own[queue, cmd.layer] = key
+        keys.append(key)
+    order = sorted(range(len(keys)), key=lambda i: (keys[i], i))
+    if order == list(range(len(order))):
+        return emitter
+    out = Emitter()
+    for i in order:
+        cmd = emitter.commands[i]
+        reads, writes = _views(cmd)
+        out._record(dataclasses.replace(cmd, id=len(out.commands), deps=out._deps(reads, writes)),
+                    reads, writes)
+    return out

@@ -36,6 +36,8 @@ class Lowering:
         # Outputs of steps that hand data to or from a step on the other compute engine.
         self.handoffs = handoffs
         self.room_slack = room_slack
+        self._step = 0                                # steps lowered so far
+        self._used: list[tuple[int, int, int]] = []   # (step, lo, hi) of recent steps' buffers
 
     def plan(self, step: Step, budget: int):
         """(space, opcode, attrs, plan) of a tiled step given `budget` bytes of workspace; the
@@ -58,6 +60,13 @@ class Lowering:
         """Copy a staged constant from its home to its on-chip copy, in chunks of whole rows
         (at least PRELOAD_CHUNK_BYTES, about PRELOAD_CHUNK_CYCLES of transfer each) so a long
         copy shares the memory port with the loads of the steps it overlaps."""
+        self.em.prefetching = True
+        try:
+            self._preload(name)
+        finally:
+            self.em.prefetching = False
+
+    def _preload(self, name: str):
         dst = self.p.staged_copy(name)
         src = self.p.home(name)
         src = TensorView(src.mem, src.addr, dst.shape, src.strides, src.dtype)
@@ -81,12 +90,11 @@ class Lowering:
             return 2 % self.channels if self.channels > 2 else 0
         return (1 % self.channels) if role == "const" else 0
 
-    def lower(self, step: Step, workspace: tuple[int, int], flip: bool = False) -> int:
-        """Emit the commands of one step. Its tile buffers go in `workspace` (base, size); with
-        `flip` they are packed from the top, so consecutive steps' buffers rarely overlap and
-        the next step's loads can start while this one computes."""
+    def lower(self, step: Step, workspace: tuple[int, int]) -> int:
+        """Emit the commands of one step. Its tile buffers go in `workspace` (base, size)."""
+        self._step += 1
         if step.kind in ("mac", "vector"):
-            return self._tiled(step, workspace, flip)
+            return self._tiled(step, workspace)
         if step.kind == "dma":
             self._workspace = workspace
             self._data_movement(step)
@@ -94,7 +102,24 @@ class Lowering:
             self._host(step)
         return 1
 
-    def _tiled(self, step: Step, workspace: tuple[int, int], flip: bool) -> int:
+    def _buffers_at(self, base: int, size: int, need: int) -> int:
+        """Where in the workspace [base, base + size) a step puts `need` bytes of buffers: of
+        its ends and the edges of recent steps' buffers, the place whose latest overlapping
+        user is the oldest. A step's loads wait for the last reader of the bytes they
+        overwrite, so buffers apart from the previous steps' let them start while those
+        steps still compute (a run of small steps loads ahead instead of one at a time)."""
+        hi = base + size - need
+        spots = {base, hi} | {align(e) for _, _, e in self._used} | {
+            (s - need) // 16 * 16 for _, s, _ in self._used}
+        best, addr = None, base
+        for spot in sorted(a for a in spots if base <= a <= hi):
+            last = max((k for k, s, e in self._used if s < spot + need and spot < e), default=-1)
+            if best is None or last < best:
+                best, addr = last, spot
+        self._used = self._used[-15:] + [(self._step, addr, addr + need)]
+        return addr
+
+    def _tiled(self, step: Step, workspace: tuple[int, int]) -> int:
         ws_base, ws_size = workspace
         space, opcode, attrs, plan = self.plan(step, ws_size)
         if plan is None:
@@ -102,7 +127,7 @@ class Lowering:
                 f"{step.main.describe()}: the smallest tile needs {minimum_working_set(space)} B of "
                 f"working space but only {ws_size} B of the {self.p.onchip_size} B on-chip buffer "
                 "are free during it; use a config with a larger sram.size")
-        cursor = ws_base + (ws_size - plan.working_set if flip else 0)
+        cursor = self._buffers_at(ws_base, ws_size, plan.working_set)
         addr = {}
         for role, count in plan.buffers.items():
             size = align(plan.buffer_bytes[role])
@@ -229,6 +254,7 @@ class Lowering:
         if stage is None:
             self.em.copy(src, dst, self._channel("act"))
             return
+        base = self._buffers_at(base, size, stage.working_set)
         bufs = (base, base + align(stage.buffer_bytes))
         n = src.shape[stage.axis]
         for k, start in enumerate(range(0, n, stage.block)):
