@@ -1,7 +1,7 @@
 """Elementwise chains: consecutive vector operations fused into one vector-unit program.
 
-A chain is a tree of elementwise operators whose intermediate tensors have a single consumer
-inside the chain and the full output shape. The vector unit keeps those intermediates in its
+A chain is a graph of elementwise operators whose intermediate tensors are read only inside
+the chain (by one micro-op or several) and have the full output shape. The vector unit keeps those intermediates in its
 registers: only the chain's external inputs and its final output cross the on-chip buffer, and
 nothing in between is ever stored (a TFLite-style residual add is RESCALE, RESCALE, ADD, RESCALE
 in one pass). A single elementwise operator is a chain of one.
@@ -12,7 +12,7 @@ from npu_sim.isa.operators import DATA, ELEMENTWISE, OPERATORS
 
 from .ir import Graph, Operator
 
-MAX_CHAIN = 16       # micro-ops per vector program: bounds the JSON program a command carries
+MAX_CHAIN = 32       # micro-ops per vector program: bounds the JSON program a command carries
 
 
 def data_inputs(op: Operator) -> list[str]:
@@ -20,27 +20,35 @@ def data_inputs(op: Operator) -> list[str]:
 
 
 def fuse_chains(graph: Graph, steps: list) -> list:
-    """Merge each vector elementwise step with the elementwise steps that only feed it."""
+    """Merge each vector elementwise step with the elementwise steps that only feed it: those
+    whose every consumer is in the chain (a DAG: an intermediate read by several of its
+    micro-ops stays in a register for all of them, as a Newton-Raphson reciprocal's are)."""
     consumers = graph.consumers()
     producer = {s.output: s for s in steps}
+    position = {id(s): i for i, s in enumerate(steps)}
     absorbed: set[int] = set()
 
-    def eligible(step, name, shape):
-        return (step is not None and step.kind == "vector" and step.main.op in ELEMENTWISE
-                and id(step) not in absorbed and name not in graph.outputs
-                and len(consumers.get(name, [])) == 1 and graph.tensors[name].shape == shape)
-
-    def collect(step, shape, members):
-        for name in data_inputs(step.main):
-            p = producer.get(name)
-            if len(members) < MAX_CHAIN and eligible(p, name, shape):
-                absorbed.add(id(p))
-                collect(p, shape, members)
-        members.append(step.main)
+    def elementwise(step):
+        return step.kind == "vector" and step.main.op in ELEMENTWISE and id(step) not in absorbed
 
     for step in reversed(steps):
-        if step.kind == "vector" and step.main.op in ELEMENTWISE and id(step) not in absorbed:
-            members: list[Operator] = []
-            collect(step, graph.tensors[step.output].shape, members)
-            step.chain = members
+        if not elementwise(step):
+            continue
+        shape = graph.tensors[step.output].shape
+        members, ops = [step], {id(step.main)}
+        grown = True
+        while grown and len(members) < MAX_CHAIN:
+            grown = False
+            for member in list(members):
+                for name in data_inputs(member.main):
+                    p = producer.get(name)
+                    if (p is not None and elementwise(p) and id(p.main) not in ops
+                            and name not in graph.outputs and graph.tensors[name].shape == shape
+                            and all(id(c) in ops for c in consumers.get(name, []))
+                            and len(members) < MAX_CHAIN):
+                        members.append(p)
+                        ops.add(id(p.main))
+                        grown = True
+        absorbed |= {id(m) for m in members[1:]}
+        step.chain = [m.main for m in sorted(members, key=lambda m: position[id(m)])]
     return [s for s in steps if id(s) not in absorbed]

@@ -155,3 +155,14 @@ def test_attention_schedules_never_beat_the_attainable_bound(network, config):
         program = _compile(zoo.build("transformer")[0], cfg)
     report = _timing(program, cfg)
     assert report.cycles >= report.roofline["attainable"]["cycles"] >= report.roofline["cycles"]
+
+
+def test_an_elementwise_graph_is_one_vector_program():
+    """TFLite's int8 softmax computes 1 / sum with Newton-Raphson steps whose intermediates
+    each feed several later operators: the chain holds the whole graph of them (every reader
+    inside it), so they run as one vector-unit program instead of one command each."""
+    model = Path(__file__).parent / "data" / "tflite" / "audio_example1" / "model.tflite"
+    cfg = api.load_config("large-8k")
+    program = api.compile_model(model, cfg, use_cache=False)
+    longest = max(program.layers, key=lambda layer: len(layer.ops) if layer.unit == "vector" else 0)
+    assert len(longest.ops) > 16 and longest.ops.count("MUL") >= 6
