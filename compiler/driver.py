@@ -162,6 +162,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
                         tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost,
                         handoffs=_handoffs(steps), room_slack=config.schedule.room_slack)
     preloads = plan_prefetch(graph, steps, placement, lowering)
+    placement.widen_workspaces()
     layer_of, count = [], 0             # step index -> index of its layer (aliases have none)
     for step in steps:
         layer_of.append(count)

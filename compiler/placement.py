@@ -48,7 +48,13 @@ class Placement:
         self.resident_size = resident_size
         self.staged: dict[str, int] = {}      # constant -> address of its on-chip copy
         self.prefixes: dict[str, tuple[int, int]] = {}   # constant -> (address, leading rows)
-        self._place(steps, memory_sizes)
+        try:
+            self._place(steps, memory_sizes, in_place=False)
+        except DoesNotFitError:
+            # Too many feature maps live at once: write chains' outputs over the inputs they
+            # read last, which needs less memory at the peak (ResNet-50's residual adds).
+            self.loc = {}
+            self._place(steps, memory_sizes, in_place=True)
         self.workspaces: list[tuple[int, int]] = []
         self._update_workspaces(len(steps))
 
@@ -59,6 +65,19 @@ class Placement:
             top = align(max((a + s for a, s, f, l in self._resident.placed if f <= i <= l),
                             default=0))
             self.workspaces.append((top, self.onchip_size - top))
+
+    def widen_workspaces(self):
+        """Once everything resident is placed: a step whose largest free stretch of the buffer
+        lies below a tensor living through it (the gap a dead intermediate left) tiles there
+        instead of above them all."""
+        for i, (top, size) in enumerate(self.workspaces):
+            busy = sorted((a, align(a + s)) for a, s, f, l in self._resident.placed if f <= i <= l)
+            cursor = 0
+            for lo, hi in busy + [(self.onchip_size, self.onchip_size)]:
+                if lo - cursor > size:
+                    top, size = cursor, lo - cursor
+                cursor = max(cursor, hi)
+            self.workspaces[i] = (top, size)
 
     def stage(self, name: str, first: int, last: int, limit: int, rows: int | None = None) -> bool:
         """Reserve on-chip room for a copy of constant `name` (or of its first `rows` rows)
@@ -115,7 +134,7 @@ class Placement:
     def root(self, name: str) -> str:
         return self.alias.get(name, name)
 
-    def _place(self, steps, memory_sizes):
+    def _place(self, steps, memory_sizes, in_place: bool):
         g = self.graph
         producer_kind, last_use, consumer_kinds, first_def = {}, {}, {}, {}
         for i, step in enumerate(steps):
@@ -127,6 +146,7 @@ class Placement:
             if step.kind != "alias":
                 producer_kind[r] = step.kind
                 first_def[r] = i
+        self._produced = set(first_def)
         end = len(steps)
         pinned = {self.root(n) for n in g.inputs + g.outputs}
         for n in g.outputs:
@@ -153,6 +173,14 @@ class Placement:
                 raise DoesNotFitError(f"variable '{name}' does not fit in {fm_mem} ({fm.capacity:,} B "
                                       f"free); raise memories.{fm_mem}.size")
             self.loc[name] = Location(self.fm_id, addr)
+        # With in_place, an elementwise chain's output written over an input it reads last
+        # shares its feature-map buffer (on chip each keeps its own).
+        share = self._in_place(steps, last_use, pinned) if in_place else {}
+        span: dict[str, tuple[int, int]] = {}
+        for out, src in share.items():
+            lo, hi = span.get(src, (first_def.get(src, -1), last_use.get(src, -1)))
+            span[src] = (min(lo, first_def[out]), max(hi, last_use.get(out, first_def[out])))
+        shared: dict[str, Location] = {}
         # Largest first (as in TFLite's arena planner): first-fit over lifetimes then leaves
         # fewer gaps too small for the tensors that come later.
         order = [n for n in g.inputs] + [self.root(s.output) for s in steps if s.kind != "alias"]
@@ -169,13 +197,48 @@ class Placement:
                 if addr is not None:
                     self.loc[name] = Location(ONCHIP, addr)
                     continue
+            group = share.get(name, name)
+            if group in shared:
+                self.loc[name] = shared[group]
+                continue
+            first, last = span.get(group, (first, last))
             addr = fm.place(t.nbytes, first, last)
             if addr is None:
                 raise DoesNotFitError(
                     f"tensor '{name}' ({t.nbytes:,} B) does not fit in {fm_mem} ({fm.capacity:,} B "
                     f"free) next to the other live feature maps; raise memories.{fm_mem}.size")
             self.loc[name] = Location(self.fm_id, addr)
+            if group in span:
+                shared[group] = self.loc[name]
         self.fm_bytes = fm.high_water
+
+    @staticmethod
+    def _shared_root(share: dict[str, str], name: str) -> str:
+        while name in share:
+            name = share[name]
+        return name
+
+    def _in_place(self, steps, last_use, pinned) -> dict[str, str]:
+        """Outputs of elementwise chains written over an input they read for the last time
+        (same shape and element size): each tile reads its box of the input before its store
+        writes the same box of the output, and no other tile reads it, so the values are the
+        same and the pair takes one buffer, not two (a residual add's output over one of its
+        inputs). Output -> the input it overwrites."""
+        g, share = self.graph, {}
+        for i, step in enumerate(steps):
+            if step.kind != "vector" or not step.chain or step.output in pinned:
+                continue
+            out = g.tensors[step.output]
+            for name in dict.fromkeys(step.inputs):
+                t = g.tensors[name]
+                if (self.root(name) == name and name not in pinned and not t.is_const
+                        and not t.variable and last_use.get(name) == i and t.shape == out.shape
+                        and t.nbytes == out.nbytes and name in self._produced):
+                    share[step.output] = name
+                    break
+        for out in list(share):                  # chains of pairs share one buffer
+            share[out] = self._shared_root(share, out)
+        return share
 
     def on_chip(self, name: str) -> bool:
         root = self.root(name)

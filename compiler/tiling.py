@@ -60,6 +60,10 @@ class TileSpace:
     attrs: Callable[[Tile], dict] = lambda tile: {}
     work: Callable[[dict], float] = lambda sizes: 0.0   # compute cycles of one tile of `sizes`
     granule: dict[str, int] = field(default_factory=dict)   # dims split only in multiples
+    # Dims the MAC array folds in units (its columns or rows): tiles of whole folds are
+    # candidates too, as halvings alone leave partial folds (768 channels halve to 24 on a
+    # 32-column array, each fold 3/4 full).
+    folds: dict[str, int] = field(default_factory=dict)
     # A step on another engine reads or writes this one's output row by row: tiles along this
     # dim let the two overlap, and the first (or last) tile's compute is what stays exposed.
     stream: str = ""
@@ -112,6 +116,16 @@ def _halvings(size: int, granule: int = 1) -> list[int]:
             break
         s = nxt
     return out
+
+
+def _sizes(space: TileSpace, dim: str) -> list[int]:
+    """Candidate tile sizes of a dim: its halvings and, for a dim the array folds, whole
+    numbers of folds."""
+    size, unit = space.dims[dim], space.folds.get(dim, 0)
+    out = set(_halvings(size, space.granule.get(dim, 1)))
+    if unit and size > unit:
+        out |= {unit * h for h in _halvings(-(-size // unit)) if unit * h < size}
+    return sorted(out, reverse=True)
 
 
 def _sample_tiles(space: TileSpace, sizes: dict[str, int]) -> list[Tile]:
@@ -201,7 +215,7 @@ def _candidates(space: TileSpace, level: int, tile_overhead: float,
     `boxes` caches box_sizes() by tile sizes: they depend on the space's shapes only, not on
     where its operands live, so a search after prefetch staged some reuses them."""
     splittable = [d for d in space.dims if space.levels[d] <= level]
-    options = [_halvings(space.dims[d], space.granule.get(d, 1)) for d in splittable]
+    options = [_sizes(space, d) for d in splittable]
     plans = []
     for combo in itertools.product(*options):
         sizes = {d: space.dims[d] for d in space.dims}

@@ -11,6 +11,7 @@ from npu_sim.compiler import tiling as compiler_tiling
 from npu_sim.compiler.placement import Placement
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.commands import ONCHIP, DmaCopy
+from npu_sim.isa.errors import DoesNotFitError
 from npu_sim import api, zoo
 from ops_sim_support import const, scalar
 from oracle import DType, GraphBuilder, run_reference
@@ -166,3 +167,33 @@ def test_an_elementwise_graph_is_one_vector_program():
     program = api.compile_model(model, cfg, use_cache=False)
     longest = max(program.layers, key=lambda layer: len(layer.ops) if layer.unit == "vector" else 0)
     assert len(longest.ops) > 16 and longest.ops.count("MUL") >= 6
+
+
+def test_residual_adds_write_over_their_input_when_memory_is_short(monkeypatch):
+    """Three 9 KB maps live across each ResNet-50 residual add do not fit 26 KiB of feature-map
+    memory; the add's output written over the input it reads last does (18 KiB), bit-exact.
+    (ResNet-50-224 on edge-256's 2 MiB system SRAM is the same case at 802 KB a map.)"""
+    tosa, meta = zoo.build("resnet", depth=50, resolution=48, width=16, num_classes=10)
+    cfg = api.load_config("edge-256").with_overrides(
+        {"memories.system_sram.size": "26 KiB", "sram.size": "16 KiB"})
+    program = _compile(tosa, cfg)
+    assert program.memory_sizes[program.memories.index("system_sram") + 1] <= 26 * 1024
+    name = meta["input"]["name"]
+    x = np.random.default_rng(2).integers(-128, 128, meta["input"]["shape"]).astype(np.int8)
+    expected = run_reference(tosa, {name: x}, meta["output_names"])
+    got = api.simulate(program, cfg, {name: x}).outputs
+    assert all(np.array_equal(got[n], expected[n]) for n in meta["output_names"])
+    monkeypatch.setattr(Placement, "_in_place", lambda self, *args: {})
+    with pytest.raises(DoesNotFitError, match="does not fit in system_sram"):
+        _compile(tosa, cfg)
+
+
+def test_tiles_of_whole_array_folds_are_candidates():
+    """768 output channels halve to 24, three quarters of a 32-column fold: whole folds (32,
+    64, 96, ...) are searched too (BERT-base's FFN on default tiles in 32 channels)."""
+    space = compiler_tiling.TileSpace(dims={"oc": 768, "ic": 3072}, levels={"oc": 0, "ic": 1},
+                                      orders=[("oc", "ic")], inputs=[], output=None,
+                                      folds={"oc": 32})
+    sizes = compiler_tiling._sizes(space, "oc")
+    assert {768, 384, 192, 96, 64, 32, 24} <= set(sizes) and sizes == sorted(sizes, reverse=True)
+    assert compiler_tiling._sizes(space, "ic")[:3] == [3072, 1536, 768]

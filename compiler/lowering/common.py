@@ -75,6 +75,15 @@ class Context:
                           (itemsize(act), itemsize(weight), itemsize(out)),
                           bank_bpc=self.bank_bpc).cycles
 
+    def folds(self, channels: str, terms: str = "") -> dict[str, int]:
+        """The tile-space dims the array folds: output channels over its columns, reduction
+        terms (when each is one weight row) over its rows, as its dataflow maps them."""
+        flow = self.array.dataflow
+        out = {channels: self.array.cols} if flow in ("weight_stationary", "output_stationary") else {}
+        if terms and flow in ("weight_stationary", "input_stationary"):
+            out[terms] = self.array.rows
+        return out
+
     def vector_work(self, *factors) -> float:
         return math.prod(factors) / self.lanes
 

@@ -56,7 +56,8 @@ def conv2d(step: Step, ctx: Context):
         reduction="ic", acc_itemsize=_acc_itemsize(g, op),
         attrs=lambda t: {"pad": win.pad(t)},
         work=lambda s: ctx.mac_work(mac_problem(
-            "conv2d", (s["n"], s["oh"], s["ow"], s["oc"]), (s["oc"], kh, kw, s["ic"])), op))
+            "conv2d", (s["n"], s["oh"], s["ow"], s["oc"]), (s["oc"], kh, kw, s["ic"])), op),
+        folds=ctx.folds("oc", "ic" if (kh, kw) == (1, 1) else ""))
     return space, "conv2d", conv_attrs(g, step)
 
 
@@ -181,7 +182,8 @@ def matmul(step: Step, ctx: Context):
                            lambda t: (t["n"], t["h"], t["w"])),
         reduction="k", acc_itemsize=_acc_itemsize(g, op),
         work=lambda s: ctx.mac_work(mac_problem(
-            "matmul", (s["n"], s["h"], s["w"]), (s["n"], s["k"], s["w"])), op))
+            "matmul", (s["n"], s["h"], s["w"]), (s["n"], s["k"], s["w"])), op),
+        folds=ctx.folds("w", "k"))
     attrs = {"a_zp": const_int(g, operand(op, "A_zp")), "b_zp": const_int(g, operand(op, "B_zp")),
              **stage_attrs(g, step, acc_dtype(g, op))}
     return space, "matmul", attrs
