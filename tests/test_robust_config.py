@@ -99,7 +99,8 @@ def _preset_text() -> str:
 
 
 def _bounded_error(path, loader=load_config) -> str:
-    """The error, checked to come in one line, under 1 s and under 100 MB."""
+    """The error, checked to come in one line and under 100 MB, without runaway work (the time
+    cap only catches an expansion that would run for minutes; it measures no speed)."""
     tracemalloc.start()
     t0 = time.perf_counter()
     try:
@@ -108,7 +109,7 @@ def _bounded_error(path, loader=load_config) -> str:
     finally:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 20
     assert peak < 100 << 20
     message = str(info.value)
     assert "\n" not in message and str(path) in message
