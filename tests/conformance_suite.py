@@ -28,7 +28,8 @@ Steps (each skipped when its output is already there, so a run can be resumed):
    DIR/expected/reference.json and reported).
 3. run: npu-sim conformance DIR/tests --expected-dir DIR/expected --json DIR/results.json;
    float outputs are judged by Arm's compliance checker (compliant / non-compliant); the
-   per-operator table goes to DIR/summary.md.
+   per-operator table goes to DIR/summary.md. Each result is appended to DIR/results.jsonl as
+   it comes; `--skip-generate --resume` reruns only the tests it does not list yet.
 
 Only this helper and the tests call the reference model; npu-sim itself never does.
 """
@@ -299,11 +300,39 @@ def reference_outputs(tests, expected_dir: Path, jobs: int = 2) -> dict[str, tup
 # --------------------------------------------------------------------------------------------
 
 def run_npu_sim(tests_dir: Path, expected_dir: Path, results_json: Path, jobs: int,
-                config: str | None = None, output_dir: Path | None = None) -> list[dict]:
+                config: str | None = None, output_dir: Path | None = None,
+                resume: bool = False) -> list[dict]:
+    """npu-sim on every test; each result is also appended to results_json's .jsonl sibling as it
+    comes (a stopped run keeps what it measured), and `resume` reruns only the tests not listed
+    there by a run with the same config."""
     from npu_sim import conformance as conf
     tests = conf.find_tests([tests_dir])
-    results = conf.run_tests(tests, config, output_dir, expected_dir, jobs)
-    rows = [r.to_json() for r in results]
+    log_file = results_json.with_suffix(".jsonl")
+    head = {"config": config or "default"}
+    done: dict[str, dict] = {}
+    if resume and log_file.is_file():
+        lines = log_file.read_text().splitlines()
+        if lines and json.loads(lines[0]) != head:
+            log(f"{log_file}: written by a run with {lines[0]}, not {json.dumps(head)}: "
+                "resume with the same --config, or delete it")
+            raise SystemExit(2)
+        for line in lines[1:]:
+            try:
+                row = json.loads(line)
+            except ValueError:            # the last line of a run stopped mid-write
+                continue
+            done[row["test"]] = row
+    todo = [t for t in tests if str(t) not in done]
+    if not done:
+        log_file.write_text(json.dumps(head) + "\n")
+    log(f"npu-sim: {len(todo)} tests to run, {len(tests) - len(todo)} already measured")
+    with log_file.open("a") as f:
+        def progress(r, n, total):
+            f.write(json.dumps(r.to_json()) + "\n")
+            f.flush()
+        for r in conf.run_tests(todo, config, output_dir, expected_dir, jobs, progress=progress):
+            done[str(r.test)] = r.to_json()
+    rows = [done[str(t)] for t in tests]
     results_json.write_text(json.dumps(rows, indent=1) + "\n")
     return rows
 
@@ -323,6 +352,8 @@ def main(argv=None) -> int:
     ap.add_argument("--config", help="npu-sim config (default: default; large-8k for pro-fp)")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--skip-generate", action="store_true", help="reuse DIR/tests as it is")
+    ap.add_argument("--resume", action="store_true", help="rerun through npu-sim only the tests "
+                    "DIR/results.jsonl does not list (same --config; the code must not have changed)")
     args = ap.parse_args(argv)
     suite = SUITES[args.profile]
     out = args.out.resolve()
@@ -348,7 +379,8 @@ def main(argv=None) -> int:
     log(f"{len(ref)} reference runs in {time.perf_counter() - t1:.0f} s; "
         f"{len(bad_ref)} without outputs (see expected/reference.json)")
     t2 = time.perf_counter()
-    rows = run_npu_sim(tests_dir, out / "expected", out / "results.json", args.jobs, config)
+    rows = run_npu_sim(tests_dir, out / "expected", out / "results.json", args.jobs, config,
+                      resume=args.resume)
     log(f"{len(rows)} npu-sim runs in {time.perf_counter() - t2:.0f} s")
     table = conf.summary_table(rows, markdown=True)
     (out / "summary.md").write_text(table)

@@ -156,6 +156,30 @@ def test_a_split_reduction_keeps_fp32_partial_sums_and_stays_compliant(tmp_path)
     assert _judge(tosa, inputs, o, out_dtype, oshape, k, r.outputs[o], 2, "bf16")
 
 
+@pytest.mark.parametrize("op", list(SHAPES))
+def test_inf_and_nan_operands_give_ieee_results_quietly(op, tmp_path):
+    """The suite's special-value tests feed inf and NaN: products like inf * w of both signs
+    meet in one sum (inf - inf = NaN). The result is the reference model's NaN/inf pattern and
+    no RuntimeWarning reaches the user's terminal (a depthwise one did)."""
+    import warnings
+    rng = np.random.default_rng(zlib.crc32(op.encode()))
+    tosa, inputs, o, out_dtype, oshape, k = _graph(op, "fp16", "fp32", SHAPES[op][0], rng)
+    x = next(iter(inputs))
+    special = inputs[x].copy()
+    flat = special.reshape(-1)
+    c = special.shape[-1]        # +-inf along the reduction and on one channel's neighbours
+    flat[[0, 1, 2, c, c + 1, -1]] = [np.inf, -np.inf, np.nan, -np.inf, np.inf, np.inf]
+    inputs = {**inputs, x: special}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = _run(tosa, inputs, load_config("default"), tmp_path).outputs[o].astype(np.float64)
+    ref, _ = fp_oracle.reference(tosa, inputs, {o: out_dtype}, {o: _entry(out_dtype, oshape, k, 0, "fp16")},
+                                 False)[o]
+    assert np.isnan(ref).any() and np.isinf(ref).any()        # the case is really special
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+    np.testing.assert_array_equal(np.where(np.isinf(ref), ref, 0), np.where(np.isinf(out), out, 0))
+
+
 # ---- the precision table --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -39,6 +39,13 @@ _SMALL_MACS = 1 << 18  # measured: below this, float64 GEMMs cost about what flo
 _F64_PLAN = (np.float64, 1 << 62)   # float operands: float64 products and sums (see above)
 
 
+def _ieee(floats: bool):
+    """Float operands: inf and NaN (the suite's special-value tests) give their IEEE results
+    (inf * 0 and inf - inf are NaN, overflow is inf) quietly. Integer operands raise no such
+    flags, and skip the context's cost."""
+    return np.errstate(invalid="ignore", over="ignore") if floats else nullcontext()
+
+
 def _maxabs(a) -> int:
     # Two reductions, no |a| temporary; Python ints so that |int64 min| cannot wrap.
     return max(abs(int(a.min())), abs(int(a.max()))) if a.size else 0
@@ -181,8 +188,7 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     if out.size == 0:
         return out
     wc = _centered_as(weights, weight_zp, dt).reshape(oc, k).T  # [K*IC, OC]
-    with np.errstate(invalid="ignore", over="ignore") if floats else nullcontext():
-        # inf/NaN float operands: IEEE results, quietly
+    with _ieee(floats):
         if all(w == 1 for w in kernel) and not any(lo or hi for lo, hi in pads):
             # pointwise: the (strided) input is its own im2col, with no copy at stride 1
             xc = _centered_as(ifm, input_zp, dt)[(slice(None),) + tuple(
@@ -243,7 +249,8 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
     # No reduction over channels, so no BLAS benefit: multiply-adds per tap in tap order,
     # exact integers in int32 when the KH*KW-term sums provably fit (faster, half the
     # memory), else int64; float operands in float64.
-    if is_float(ifm.dtype):
+    floats = is_float(ifm.dtype)
+    if floats:
         wc, dt = weights.astype(np.float64), np.float64
     else:
         wc = _centered(weights, weight_zp)
@@ -281,8 +288,9 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
             for kx in range(kw):
                 y0, x0 = ky * dy, kx * dx
                 tap = xs[:, y0:y0 + (out.shape[1] - 1) * sy + 1:sy, x0:x0 + (ow - 1) * sx + 1:sx]
-                np.multiply(tap[..., None], wc[ky, kx], out=prod)
-                out += prod
+                with _ieee(floats):
+                    np.multiply(tap[..., None], wc[ky, kx], out=prod)
+                    out += prod
     return acc.reshape(n, oh, ow, c * m)
 
 
@@ -311,7 +319,8 @@ def transpose_conv2d_acc(ifm_box, weights, stride=(1, 1), out_pad_top=0, out_pad
     wc = wc.transpose(3, 1, 2, 0).reshape(ic, -1)  # [IC, KH*KW*OC]
     # One matmul (IC-term sums) for all taps, then strided scatter-adds per tap, in tap order.
     if floats:
-        prod = np.matmul(xc, wc)
+        with _ieee(True):
+            prod = np.matmul(xc, wc)
     else:
         prod = _matmul(xc, wc, _mac_plan(ic, _maxabs(xc), _maxabs(wc)))
     prod = prod.reshape(n, h, wd, kh, kw, oc)
@@ -333,7 +342,8 @@ def transpose_conv2d_acc(ifm_box, weights, stride=(1, 1), out_pad_top=0, out_pad
             if ix_lo > ix_hi:
                 continue
             rx = slice(ix_lo * sx + out_pad_left + kx - ox0, ix_hi * sx + out_pad_left + kx - ox0 + 1, sx)
-            out[:, ry, rx] += prod[:, iy_lo - y0:iy_hi - y0 + 1, ix_lo - x0:ix_hi - x0 + 1, ky, kx]
+            with _ieee(floats):
+                out[:, ry, rx] += prod[:, iy_lo - y0:iy_hi - y0 + 1, ix_lo - x0:ix_hi - x0 + 1, ky, kx]
     return out
 
 
@@ -341,7 +351,8 @@ def matmul_acc(a, b, a_zp=0, b_zp=0) -> np.ndarray:
     """MATMUL accumulators: a [N,H,C] x b [N,C,W] -> int64 [N,H,W] (float64 for floats)."""
     a, b = np.asarray(a), np.asarray(b)
     if is_float(a.dtype):
-        return np.matmul(a.astype(np.float64), b.astype(np.float64))
+        with _ieee(True):
+            return np.matmul(a.astype(np.float64), b.astype(np.float64))
     ac, bc = _centered(a, a_zp), _centered(b, b_zp)
     return _matmul(ac, bc, _mac_plan(a.shape[-1], _maxabs(ac), _maxabs(bc)))
 
@@ -356,16 +367,17 @@ def float_stage(acc, *, acc_dtype: str, out_dtype, bias=None, acc_in=None) -> np
     every narrower type plus two, so no double rounding."""
     storage = _FLOAT_STORAGE[acc_dtype]
     a = np.asarray(acc, dtype=np.float64)
-    if acc_in is not None:
-        a = a + np.asarray(acc_in).astype(np.float64)
-    a = _round(a, storage)
-    if out_dtype is None:
-        return a
-    out = _round(a.astype(np.float64), np.dtype(out_dtype))
-    if bias is not None:
-        out = _round(out.astype(np.float64) + np.asarray(bias).astype(np.float64).reshape(-1),
-                     np.dtype(out_dtype))
-    return out
+    with _ieee(True):
+        if acc_in is not None:
+            a = a + np.asarray(acc_in).astype(np.float64)
+        a = _round(a, storage)
+        if out_dtype is None:
+            return a
+        out = _round(a.astype(np.float64), np.dtype(out_dtype))
+        if bias is not None:
+            out = _round(out.astype(np.float64) + np.asarray(bias).astype(np.float64).reshape(-1),
+                         np.dtype(out_dtype))
+        return out
 
 
 _FLOAT_STORAGE = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}
