@@ -46,13 +46,6 @@ def test_integer_only_preset_refuses_in_one_line(model, capsys):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert "tfl0_" in err and "fp32" in err and "PRO-FP" in err, err
-@pytest.mark.parametrize("model", FLOAT_EDGED + FLOAT32)
-def test_integer_only_preset_refuses_in_one_line(model, capsys):
-    assert main(["run", str(DATA / model / "model.tflite"), "--config", "edge-256",
-                 "--timing-only"]) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    assert "tfl0_" in err and "fp32" in err and "PRO-FP" in err, err
 
 
 @pytest.mark.parametrize("preset", FP32_PRESETS)
