@@ -21,7 +21,7 @@ import numpy as np
 from . import unary
 from .context import FLT_MAX, Lowering
 from .elementwise import operand_at_rank
-from .reduce import const_axes
+from .reduce import const_axes, sum_over_axes
 from .mac import VALID, batch_operands, conv_window, spatial_input, transpose_window, window_pads
 
 F32 = np.float32
@@ -259,25 +259,14 @@ def log_softmax(L: Lowering):
     b.binary("SUB", z, log, "fp32", out=L.out())
 
 
-def _reduce_sum(L: Lowering) -> tuple[str, int]:
-    x = L.t(0)
-    axes = const_axes(L, 1, len(x.shape))
-    y = L.value(0)
-    for axis in axes:
-        shape = list(L.b.shape_of(y))
-        shape[axis] = 1
-        y = L.b.op("REDUCE_SUM", [y], shape, "fp32", {"axis": axis})
-    return y, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-
-
 def mean(L: Lowering):
-    total, n = _reduce_sum(L)
+    total, n = sum_over_axes(L, L.value(0), "fp32")
     y = _mul(L, total, _k(L, float(F32(1) / F32(n)), len(L.b.shape_of(total))))
     L.b.reshape(y, L.o().shape, L.out())
 
 
 def sum_(L: Lowering):
-    total, _ = _reduce_sum(L)
+    total, _ = sum_over_axes(L, L.value(0), "fp32")
     L.b.reshape(total, L.o().shape, L.out())
 
 

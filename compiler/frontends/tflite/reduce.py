@@ -12,16 +12,21 @@ def const_axes(L: Lowering, k: int, rank: int) -> list[int]:
     return sorted({int(a) + rank if int(a) < 0 else int(a) for a in L.const_input(k).reshape(-1)})
 
 
-def _reduce_sum(L: Lowering):
-    """sum(x - zp) over the axes, int32, the axes kept."""
+def sum_over_axes(L: Lowering, y: str, dtype: str) -> tuple[str, int]:
+    """y summed over operand 1's axes of input 0 (one REDUCE_SUM per axis, the axes kept), and
+    how many elements each sum adds."""
     x = L.t(0)
     axes = const_axes(L, 1, len(x.shape))
-    y = L.b.widen(L.value(0), x.zero_point)
     for axis in axes:
         shape = list(L.b.shape_of(y))
         shape[axis] = 1
-        y = L.b.op("REDUCE_SUM", [y], shape, "int32", {"axis": axis})
+        y = L.b.op("REDUCE_SUM", [y], shape, dtype, {"axis": axis})
     return y, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+
+
+def _reduce_sum(L: Lowering):
+    """sum(x - zp) over the axes, int32, the axes kept."""
+    return sum_over_axes(L, L.b.widen(L.value(0), L.t(0).zero_point), "int32")
 
 
 def mean(L: Lowering):
