@@ -240,23 +240,24 @@ def _shifted(L: Lowering) -> tuple[str, int]:
     return (z if beta == 1.0 else _mul(L, z, _k(L, beta, len(shape)))), axis
 
 
-def softmax(L: Lowering):
+def _exp_sum(L: Lowering):
+    """exp(x - max) and its sum over the last axis: (x - max, the exponentials, their sum)."""
     b = L.b
     z, axis = _shifted(L)
     e = b.op("EXP", [z], b.shape_of(z), "fp32", {})
-    total = b.op("REDUCE_SUM", [e], b.shape_of(e)[:-1] + (1,), "fp32", {"axis": axis})
-    recip = b.op("RECIPROCAL", [total], b.shape_of(total), "fp32", {})
-    y = _mul(L, e, recip)
-    b.reshape(y, L.o().shape, L.out())
+    return z, e, b.op("REDUCE_SUM", [e], b.shape_of(e)[:-1] + (1,), "fp32", {"axis": axis})
+
+
+def softmax(L: Lowering):
+    _, e, total = _exp_sum(L)
+    recip = L.b.op("RECIPROCAL", [total], L.b.shape_of(total), "fp32", {})
+    L.b.reshape(_mul(L, e, recip), L.o().shape, L.out())
 
 
 def log_softmax(L: Lowering):
-    b = L.b
-    z, axis = _shifted(L)
-    e = b.op("EXP", [z], b.shape_of(z), "fp32", {})
-    total = b.op("REDUCE_SUM", [e], b.shape_of(e)[:-1] + (1,), "fp32", {"axis": axis})
-    log = b.op("LOG", [total], b.shape_of(total), "fp32", {})
-    b.binary("SUB", z, log, "fp32", out=L.out())
+    z, _, total = _exp_sum(L)
+    log = L.b.op("LOG", [total], L.b.shape_of(total), "fp32", {})
+    L.b.binary("SUB", z, log, "fp32", out=L.out())
 
 
 def mean(L: Lowering):
