@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from .report import Report, build_report
 from .paths import os_reason, why_unreadable
 from .simulator import Machine, SimResult
 from .verify import verify
+
+if TYPE_CHECKING:                                  # a cached run imports no compiler
+    from npu_sim.compiler.ir import Graph
 
 __all__ = ["load_config", "compile_model", "simulate", "run", "random_inputs", "default_model",
            "load_program", "save_program", "RunResult"]
