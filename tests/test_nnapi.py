@@ -14,6 +14,7 @@ from npu_sim.isa.errors import ModelError
 
 DATA = Path(__file__).parent / "data"
 SAMPLE = DATA / "nnapi-cts" / "sample.jsonl"
+FLOAT16 = DATA / "nnapi-cts" / "float16.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +34,25 @@ def test_cts_sample_every_case_that_runs_passes(device):
     for v in ("conv_quant8_all_tensors_as_inputs", "conv_quant8_all_inputs_as_internal"):
         assert status[v]["status"] == "pass"            # run-time weights; placeholder ADDs
     assert status["l2_normalization_v1_2_dim4_axis3_quant8"]["status"] == "unsupported"
-    f16 = [r for r in results if "float16" in r["case"]]
-    assert [r["status"] for r in f16] == ["unsupported"] and "FLOAT16" in f16[0]["message"]
+    assert status["sub_v1_2_float16_none"]["status"] == "pass"
     for v in ("add", "softmax_float_1", "dequantize", "quantize_quant8", "less_simple"):
         assert status[v]["status"] == "pass"            # float32 (the default has PRO-FP)
     assert status["depthwise_conv2d_invalid_filter_dims_nhwc_quant8"]["status"] == "expected-failure"
     assert status["strided_slice_invalid_output_dims"]["status"] == "expected-failure"
     assert sum(r["status"] == "pass" for r in results) >= 50
+
+
+def test_cts_float16_cases_run_in_fp16(device):
+    """One CTS case per lowered float16 operation (tests/data/nnapi-cts/float16.jsonl): each passes
+    on default (fp16 MAC modes and vector ops); the integer-only edge-256 refuses each."""
+    cases = [c for _, c in cts.read_cases(str(FLOAT16))]
+    results = [cts.run_case(c, str(FLOAT16), device) for c in cases]
+    assert [r["case"] for r in results if r["status"] != "pass"] == []
+    assert sum(r["exact"] for r in results) >= len(results) // 2
+    edge = Device("edge-256")
+    for c in cases[:3]:
+        r = cts.run_case(c, str(FLOAT16), edge)
+        assert r["status"] == "unsupported" and "fp16" in r["message"], r
 
 
 def test_cts_judges_by_the_accuracy_criteria(device):
@@ -107,13 +120,16 @@ def test_capabilities(device):
     assert status == ErrorStatus.NONE
     types = [p.type for p in caps.operandPerformance]
     assert types == sorted(types) and OperandType.TENSOR_QUANT8_ASYMM in types
-    assert OperandType.TENSOR_FLOAT16 not in types                 # unsupported: FLT_MAX
+    perf = {p.type: p.info for p in caps.operandPerformance}
+    assert perf[OperandType.FLOAT16] == perf[OperandType.TENSOR_FLOAT16]   # scalars carry it
+    assert perf[OperandType.TENSOR_FLOAT16].execTime < perf[OperandType.TENSOR_FLOAT32].execTime
     for control in (caps.ifPerformance, caps.whilePerformance):     # measured workloads
         assert 0 < control.execTime < FLT_MAX and 0 < control.powerUsage < FLT_MAX
     assert caps.relaxedFloat32toFloat16PerformanceTensor == \
         {p.type: p.info for p in caps.operandPerformance}[OperandType.TENSOR_FLOAT32]
     _, edge = Device("edge-256").getCapabilities()                # integer-only: no float
-    assert OperandType.TENSOR_FLOAT32 not in [p.type for p in edge.operandPerformance]
+    assert not {OperandType.TENSOR_FLOAT32, OperandType.TENSOR_FLOAT16} & \
+        {p.type for p in edge.operandPerformance}
     assert edge.relaxedFloat32toFloat16PerformanceScalar.execTime == FLT_MAX
     assert edge.ifPerformance.execTime == edge.whilePerformance.execTime == FLT_MAX  # no EXT-CONTROLFLOW
     q8 = {p.type: p.info for p in caps.operandPerformance}[OperandType.TENSOR_QUANT8_ASYMM]

@@ -103,3 +103,27 @@ def test_batch_matmul(case):
     m.op("BATCH_MATMUL", [x, y], [out], options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y),
          "BatchMatMulOptions")
     check_float(m, rng, FP32_MACS)
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "FULLY_CONNECTED"])
+def test_float16_quantized_weights(op):
+    """TFLite's float16 post-training quantization: float16 weights and bias, each widened by a
+    DEQUANTIZE, feeding a float32 MAC builtin (the frontend folds the exact widening)."""
+    rng = np.random.default_rng(len(op))
+    m = _model()
+    shape, wshape = ((1, 6, 6, 3), (8, 3, 3, 3)) if op == "CONV_2D" else ((2, 24), (8, 24))
+    x = _in(m, shape)
+    widened = []
+    for data in (rng.standard_normal(wshape) * 0.3, rng.standard_normal(8)):
+        half = m.const(data, np.float16)
+        wide = m.tensor(data.shape, F)
+        m.op("DEQUANTIZE", [half], [wide])
+        widened.append(wide)
+    if op == "CONV_2D":
+        y = _out(m, (1, 6, 6, 8))
+        m.op(op, [x, *widened], [y], options("Conv2DOptions", padding=SAME, strideH=1, strideW=1,
+                                             fusedActivationFunction=RELU), "Conv2DOptions")
+    else:
+        y = _out(m, (2, 8))
+        m.op(op, [x, *widened], [y], options("FullyConnectedOptions"), "FullyConnectedOptions")
+    check_float(m, rng, FP32_MACS)

@@ -11,7 +11,8 @@ from npu_sim import api
 from npu_sim.compiler.frontends.tflite import load_tflite_bytes
 
 TYPES = {np.int8: S.TensorType.INT8, np.int16: S.TensorType.INT16, np.int32: S.TensorType.INT32,
-         np.int64: S.TensorType.INT64, np.float32: S.TensorType.FLOAT32, np.bool_: S.TensorType.BOOL}
+         np.int64: S.TensorType.INT64, np.float32: S.TensorType.FLOAT32, np.float16: S.TensorType.FLOAT16,
+         np.bool_: S.TensorType.BOOL}
 
 
 class Model:

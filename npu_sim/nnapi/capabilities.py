@@ -8,13 +8,13 @@ report's execTime and powerUsage; lower is better). The workloads:
 - INT32 and BOOL scalars are compile-time parameters: they carry the TENSOR_QUANT8_ASYMM figure;
 - TENSOR_INT32, TENSOR_QUANT16_SYMM, TENSOR_BOOL8 (data layout only): TRANSPOSE of a
   1x32x32x16 tensor to NCHW, then CONCATENATION with itself;
-- TENSOR_FLOAT32: MUL, ADD and LOGISTIC on 1x28x28x32 (the float operators the machine has;
-  no float MAC operators yet), FLOAT32 scalars and both relaxed figures carry it (relaxed
-  models run in fp32).
+- TENSOR_FLOAT32 and TENSOR_FLOAT16: MUL, ADD and LOGISTIC on 1x28x28x32 in that type (vector
+  operators, which every float config runs; `default`'s MAC array has no fp32 mode), FLOAT32
+  and FLOAT16 scalars carry them, and both relaxed figures carry the fp32 one (relaxed models
+  run in fp32).
 
-A type whose workload the config cannot run (float on an integer-only config) and
-TENSOR_FLOAT16 are not supported: FLT_MAX (left out of operandPerformance, as types.spec's
-convention has it).
+A type whose workload the config cannot run (float on an integer-only config) is not
+supported: FLT_MAX (left out of operandPerformance, as types.spec's convention has it).
 
 ifPerformance and whilePerformance (types.spec: an IF costs ifPerformance plus its branch, a
 WHILE whilePerformance per iteration plus its bodies) come from workloads whose bodies are as
@@ -70,15 +70,15 @@ def layout_block(kind: str):
     return b.model()
 
 
-def float_block():
-    b = ModelBuilder("reference_tensor_float32")
-    x = b.input("TENSOR_FLOAT32", (1, 28, 28, 32))
-    k = b.operand("TENSOR_FLOAT32", (1, 1, 1, 32), data=np.linspace(0.5, 1.5, 32))
-    y = b.operand("TENSOR_FLOAT32", (1, 28, 28, 32))
+def float_block(kind: str = "TENSOR_FLOAT32"):
+    b = ModelBuilder(f"reference_{kind.lower()}")
+    x = b.input(kind, (1, 28, 28, 32))
+    k = b.operand(kind, (1, 1, 1, 32), data=np.linspace(0.5, 1.5, 32))
+    y = b.operand(kind, (1, 28, 28, 32))
     b.op("MUL", [x, k, b.i32(0)], [y])
-    z = b.operand("TENSOR_FLOAT32", (1, 28, 28, 32))
+    z = b.operand(kind, (1, 28, 28, 32))
     b.op("ADD", [y, x, b.i32(1)], [z])
-    out = b.operand("TENSOR_FLOAT32", (1, 28, 28, 32))
+    out = b.operand(kind, (1, 28, 28, 32))
     b.op("LOGISTIC", [z], [out])
     b.output(out)
     return b.model()
@@ -128,6 +128,7 @@ def while_block():
 
 WORKLOADS = {
     T.TENSOR_FLOAT32: float_block,
+    T.TENSOR_FLOAT16: lambda: float_block("TENSOR_FLOAT16"),
     T.TENSOR_INT32: lambda: layout_block("TENSOR_INT32"),
     T.TENSOR_QUANT8_ASYMM: lambda: conv_block("TENSOR_QUANT8_ASYMM"),
     T.TENSOR_QUANT16_SYMM: lambda: layout_block("TENSOR_QUANT16_SYMM"),
@@ -136,7 +137,7 @@ WORKLOADS = {
     T.TENSOR_QUANT8_ASYMM_SIGNED: lambda: conv_block("TENSOR_QUANT8_ASYMM_SIGNED"),
 }
 PARAMETERS = {T.INT32: T.TENSOR_QUANT8_ASYMM, T.BOOL: T.TENSOR_QUANT8_ASYMM,
-              T.FLOAT32: T.TENSOR_FLOAT32}
+              T.FLOAT32: T.TENSOR_FLOAT32, T.FLOAT16: T.TENSOR_FLOAT16}
 
 
 def workload_info(model, cfg: HardwareConfig) -> PerformanceInfo:

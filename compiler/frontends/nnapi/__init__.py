@@ -10,7 +10,7 @@ from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 from npu_sim.compiler.ir import Graph
 
 from ..tflite import BUILTINS, FLOAT_BUILTINS
-from ..tflite.context import Lowering
+from ..tflite.context import FLOATS, Lowering
 from . import layout_ops as lay
 from . import control, logical, ops
 from .model import (Model, Operand, OperandLifeTime, OperandType, Operation, OperationType,
@@ -131,7 +131,7 @@ def _lower(sg: Subgraph, t: Translator, source: str, region: bool = False) -> Gr
         label = t.labels[j]
         b.where = label.replace("operation #", "nnapi").replace(" ", "_").lower()
         try:
-            floating = any(tfl.tensors[k].dtype == "FLOAT32" for k in op.inputs[:1] + op.outputs)
+            floating = any(tfl.tensors[k].dtype in FLOATS for k in op.inputs[:1] + op.outputs)
             lower = (FLOAT_BUILTINS.get(op.op) if floating else None) or LOWERINGS[op.op]
             lower(L)
         except NpuSimError as exc:
@@ -155,6 +155,7 @@ def _ir_dtype(o: Operand, source: str) -> str:
     kind = {OperandType.TENSOR_QUANT8_ASYMM: "int8", OperandType.TENSOR_QUANT8_ASYMM_SIGNED: "int8",
             OperandType.TENSOR_QUANT8_SYMM_PER_CHANNEL: "int8", OperandType.TENSOR_QUANT8_SYMM: "int8",
             OperandType.TENSOR_INT32: "int32", OperandType.TENSOR_FLOAT32: "fp32",
+            OperandType.TENSOR_FLOAT16: "fp16",
             OperandType.TENSOR_BOOL8: "bool",
             OperandType.TENSOR_QUANT16_SYMM: "int16"}.get(o.type)
     if kind is None:

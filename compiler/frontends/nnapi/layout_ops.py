@@ -5,7 +5,7 @@ import numpy as np
 
 from .model import OperandLifeTime
 from .model import OperandType as T
-from .ops import ANY, F32, Q8, Q8_INT, Q8F, _io, _layout, _nhwc, _requantized
+from .ops import ANY, FLOAT_TENSORS, Q8, Q8_INT, Q8F, _io, _layout, _nhwc, _requantized
 from .translate import Translator
 
 
@@ -256,7 +256,7 @@ def _resize(builtin: str):
             ow, oh = int(np.floor(np.float32(w) * np.float32(sw))), int(np.floor(np.float32(h) * np.float32(sh)))
         t.need(oh > 0 and ow > 0, "the output size must be positive")
         t.out_shape((n, c, oh, ow) if nchw else (n, oh, ow, c))
-        _same_types(t) if builtin == "RESIZE_BILINEAR" else t.types(Q8_INT | F32, 0, "o0")
+        _same_types(t) if builtin == "RESIZE_BILINEAR" else t.types(Q8_INT | FLOAT_TENSORS, 0, "o0")
         x, y, done = _io(t, nchw)
         t.emit(builtin, [x], [y], align_corners=align, half_pixel_centers=half)
         done()

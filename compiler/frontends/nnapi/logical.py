@@ -12,7 +12,7 @@ import numpy as np
 from ..tflite.context import Lowering
 from ..tflite.elementwise import operand_at_rank as _operand
 from .model import OperandType as T
-from .ops import F32, Q8, _broadcast
+from .ops import FLOAT_TENSORS, Q8, _broadcast
 from .translate import Translator
 
 COMPARE = {"EQUAL": ("EQUAL", False, False), "NOT_EQUAL": ("EQUAL", False, True),
@@ -34,7 +34,7 @@ def comparison(name: str):
         a, b = t.operand(0), t.operand(1)
         t.out_shape(_broadcast(t, a, b))
         t.need(t.output().type == T.TENSOR_BOOL8, "the output must be TENSOR_BOOL8")
-        t.types(Q8 | F32 | {T.TENSOR_INT32, T.TENSOR_BOOL8}, 0, 1)
+        t.types(Q8 | FLOAT_TENSORS | {T.TENSOR_INT32, T.TENSOR_BOOL8}, 0, 1)
         opts = {"compare": name}
         t.emit("NNAPI_COMPARE", t.op.inputs[:2], t.op.outputs, **opts)
     return lower
@@ -130,7 +130,7 @@ def select(t: Translator):
     t.need(c.type == T.TENSOR_BOOL8, "the condition must be TENSOR_BOOL8")
     t.need(c.dimensions == a.dimensions == b.dimensions, "the three inputs must have one shape")
     t.out_shape(a.dimensions)
-    kind = t.types(Q8 | F32 | {T.TENSOR_INT32}, 1, 2, "o0")
+    kind = t.types(Q8 | FLOAT_TENSORS | {T.TENSOR_INT32}, 1, 2, "o0")
     ins = [t.op.inputs[0]] + [_requantized(t, k, t.op.outputs[0]) if kind in Q8 else k
                               for k in t.op.inputs[1:3]]
     t.emit("NNAPI_SELECT", ins, t.op.outputs)

@@ -10,10 +10,10 @@ from .model import OperandType as T
 from .translate import Translator
 
 Q8 = {T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED}
-F32 = {T.TENSOR_FLOAT32}               # relaxed models too: fp32 is within their bounds
-Q8F = Q8 | F32
+FLOAT_TENSORS = {T.TENSOR_FLOAT32, T.TENSOR_FLOAT16}   # relaxed models run in fp32: within their bounds
+Q8F = Q8 | FLOAT_TENSORS
 Q8_INT = Q8 | {T.TENSOR_INT32}
-ANY = Q8_INT | F32 | {T.TENSOR_BOOL8, T.TENSOR_QUANT16_SYMM}
+ANY = Q8_INT | FLOAT_TENSORS | {T.TENSOR_BOOL8, T.TENSOR_QUANT16_SYMM}
 SAME, VALID = 0, 1                      # TFLite's Padding enum
 _IMPLICIT = {1: SAME, 2: VALID}         # NNAPI PaddingCode
 
@@ -285,7 +285,7 @@ def binary(builtin: str, fused: bool = True, requant: bool = False):
         a, b = t.operand(0), t.operand(1)
         t.out_shape(_broadcast(t, a, b))
         opts = {"fused_activation_function": _act(t, 2)} if fused else {}
-        kind = t.types(Q8F if fused else Q8_INT | F32, 0, 1, "o0")
+        kind = t.types(Q8F if fused else Q8_INT | FLOAT_TENSORS, 0, 1, "o0")
         ins = list(t.op.inputs[:2])
         if requant and kind in Q8:      # MAXIMUM/MINIMUM requantize each input to the output's
             ins = [_requantized(t, k, t.op.outputs[0]) for k in ins]
@@ -360,14 +360,13 @@ def dequantize(t: Translator):
     t.counts((1,))
     t.out_shape(t.operand(0).dimensions)
     t.types(Q8, 0)
-    t.need(t.output().type in F32 | {T.TENSOR_FLOAT16}, "the output must be a float tensor")
-    t.types(F32, "o0")
+    t.need(t.output().type in FLOAT_TENSORS, "the output must be a float tensor")
     t.emit("DEQUANTIZE", t.op.inputs[:1], t.op.outputs)
 
 
 def quantize(t: Translator):
     t.counts((1,))
     t.out_shape(t.operand(0).dimensions)
-    t.types(F32, 0)
+    t.types(FLOAT_TENSORS, 0)
     t.types(Q8, "o0")
     t.emit("QUANTIZE", t.op.inputs[:1], t.op.outputs)

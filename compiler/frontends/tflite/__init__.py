@@ -1,7 +1,7 @@
 """TFLite frontend: a .tflite flatbuffer lowered into the graph IR, operator by operator, with
 TFLite's integer semantics reproduced exactly by TOSA operators (see each module) and its float32
-builtins, and the QUANTIZE/DEQUANTIZE at a float-edged model's edges, as TOSA fp32 operators
-(floats.py). Graph inputs and outputs keep their TFLite names, dtypes and shapes."""
+and float16 builtins, and the QUANTIZE/DEQUANTIZE at a float-edged model's edges, as TOSA fp32
+and fp16 operators (floats.py). Graph inputs and outputs keep their TFLite names, dtypes and shapes."""
 from __future__ import annotations
 
 from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
@@ -9,10 +9,11 @@ from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 from npu_sim.compiler.ir import Graph
 
 from . import elementwise, floats, layout, mac, pool, reduce, softmax, unary
-from .context import Lowering
-
-INPUT_TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "FLOAT32": "fp32"}
+from .context import FLOATS, Lowering
 from .reader import read_model
+
+INPUT_TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "FLOAT32": "fp32",
+               "FLOAT16": "fp16"}
 
 BUILTINS = {
     "CONV_2D": mac.conv_2d, "DEPTHWISE_CONV_2D": mac.depthwise_conv_2d,
@@ -53,7 +54,7 @@ def _lower(model, source: str) -> Graph:
                                    f"{', '.join(INPUT_TYPES)}")
         L.b.tensor(L.names[t], tensor.shape, INPUT_TYPES[tensor.dtype])
     for op in model.operators:
-        floating = any(model.tensors[t].dtype == "FLOAT32" for t in op.inputs[:1] + op.outputs
+        floating = any(model.tensors[t].dtype in FLOATS for t in op.inputs[:1] + op.outputs
                        if t >= 0)
         lower = (FLOAT_BUILTINS.get(op.op) if floating else None) or BUILTINS.get(op.op)
         if lower is None:

@@ -30,8 +30,12 @@ class IRBuilder:
         return name
 
     def const(self, data, dtype: str, hint: str = "const") -> str:
+        return self.const_named(self.fresh(hint), data, dtype)
+
+    def const_named(self, name: str, data, dtype: str) -> str:
+        """A CONST operator writing `data` into the tensor `name` (a model tensor)."""
         arr = np.ascontiguousarray(np.asarray(data).astype(STORAGE[dtype]))
-        name = self.tensor(self.fresh(hint), arr.shape, dtype, arr)
+        self.tensor(name, arr.shape, dtype, arr)
         self.operators.append(Operator("CONST", [], [name], location=self.where))
         return name
 

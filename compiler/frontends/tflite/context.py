@@ -11,7 +11,9 @@ from .builder import IRBuilder
 from .fixedpoint import quantize_multiplier, round_away
 from .reader import TflModel, TflOperator, TflTensor
 
-TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "BOOL": "bool", "FLOAT32": "fp32"}
+TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "BOOL": "bool", "FLOAT32": "fp32",
+         "FLOAT16": "fp16"}
+FLOATS = {"FLOAT32": "fp32", "FLOAT16": "fp16"}
 _ACT_RANGE = {1: (0.0, None), 2: (-1.0, 1.0), 3: (0.0, 6.0)}     # RELU, RELU_N1_TO_1, RELU6
 FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -76,6 +78,14 @@ class Lowering:
                                    f"('{t.name}') must be a constant")
         return t.data
 
+    @property
+    def ftype(self) -> str:
+        """The IR float type the builtin computes in: its output's, else its first input's."""
+        for t in (self.o(), self.t(0)):
+            if t.dtype in FLOATS:
+                return FLOATS[t.dtype]
+        return "fp32"
+
     def fail(self, why: str):
         raise UnsupportedError(f"operator #{self.op.index} {self.op.op}: {why}")
 
@@ -88,12 +98,14 @@ class Lowering:
 
     def act_range(self, fused: int, t: TflTensor) -> tuple[int, int]:
         """CalculateActivationRangeQuantized: the fused activation's bounds in t's integers;
-        for float32 tensors CalculateActivationRange's float bounds (RELU: up to FLT_MAX)."""
+        for float tensors CalculateActivationRange's float bounds (RELU: up to FLT_MAX, which
+        an fp16 result reaches as +inf, as a kernel computing in fp32 and rounding would)."""
         if fused not in _ACT_RANGE and fused != 0:
             self.fail(f"fused activation {fused} is not supported")
-        if t.dtype == "FLOAT32":
-            lo_f, hi_f = _ACT_RANGE.get(fused, (-FLT_MAX, FLT_MAX))
-            return lo_f, FLT_MAX if hi_f is None else hi_f
+        if t.dtype in FLOATS:
+            top = FLT_MAX if t.dtype == "FLOAT32" else float("inf")
+            lo_f, hi_f = _ACT_RANGE.get(fused, (-top, top))
+            return lo_f, top if hi_f is None else hi_f
         info = np.iinfo(np.dtype(self.dtype(t)))
         if fused == 0:
             return int(info.min), int(info.max)

@@ -1,34 +1,41 @@
-"""float32 builtins, and the QUANTIZE / DEQUANTIZE that put float edges on an int8 network,
-lowered to TOSA's fp32 operators as TFLite's reference kernels compute them:
+"""float32 and float16 builtins, and the QUANTIZE / DEQUANTIZE that put float edges on an int8
+network, lowered to TOSA's fp32 or fp16 operators (the builtin's own float type) as TFLite's
+reference kernels compute them:
 
-- the MAC builtins are TOSA's fp32 MAC operators (fp32 accumulation, zero points 0.0), the
-  fused activation a CLAMP to CalculateActivationRange's float bounds (RELU: [0, FLT_MAX]);
+- the MAC builtins are TOSA's float MAC operators (fp32 accumulation, zero points 0.0; a float16
+  BATCH_MATMUL is an fp32-accumulating MATMUL cast to fp16, since a TOSA MATMUL accumulates in
+  its output type), the fused activation a CLAMP to CalculateActivationRange's float bounds
+  (RELU: [0, FLT_MAX]);
 - SOFTMAX is exp(beta (x - max)) times the RECIPROCAL of its row sum, LOG_SOFTMAX
   x - max - log(sum), MEAN a REDUCE_SUM times 1/n (TFLite divides; TOSA has no float
   division, so these round once more, within a few ulp);
 - DEQUANTIZE is (q - zp) * scale in fp32: one rounding of the exact product, as TFLite's
-  double product cast to float, so it is exact;
+  double product cast to float, so it is exact; to float16 that fp32 value CAST (NNAPI's
+  kernel computes in fp32 and converts); float16 -> float32 (TFLite's float16-quantized
+  weights) is an exact CAST;
 - QUANTIZE float -> int8 is round(x / scale) + zp, saturated, with TFLite's rounding of halves
   away from zero built from FLOOR of |x / scale|; the division is a MUL by the fp32 reciprocal
   of the scale, whose product can differ from TFLite's quotient in its last bit, which moves
   the integer only where the quotient lies within an ulp of a half (about 2 in 10^6 values
-  of a standard normal input; none in the test models' inputs).
+  of a standard normal input; none in the test models' inputs); a float16 input is first CAST
+  to fp32, exactly.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import unary
-from .context import FLT_MAX, Lowering
+from .context import FLOATS, Lowering
 from .elementwise import operand_at_rank
 from .reduce import const_axes, sum_over_axes
 from .mac import VALID, batch_operands, conv_window, spatial_input, transpose_window, window_pads
 
 F32 = np.float32
+NUMPY = {"fp32": np.float32, "fp16": np.float16}
 
 
 def _k(L: Lowering, value: float, rank: int) -> str:
-    return L.b.bcast(value, "fp32", rank)
+    return L.b.bcast(value, L.ftype, rank)
 
 
 def _activate(L: Lowering, y: str, fused: int, out: str | None) -> str:
@@ -51,18 +58,20 @@ def _finish(L: Lowering, y: str):
 
 
 def _zero(L: Lowering) -> str:
-    return L.b.scalar(0.0, "fp32")
+    return L.b.scalar(0.0, L.ftype)
 
 
 def _weights(L: Lowering, k: int) -> np.ndarray:
-    t = L.t(k)
-    if t.dtype != "FLOAT32":
-        L.fail(f"weights '{t.name}' are {t.dtype}; a float32 model needs float32 weights")
-    return L.const_input(k).astype(F32)
+    t, want = L.t(k), {v: k for k, v in FLOATS.items()}[L.ftype]
+    if t.dtype != want:
+        L.fail(f"weights '{t.name}' are {t.dtype}; a {want.lower()} builtin needs "
+               f"{want.lower()} weights")
+    return L.const_input(k).astype(NUMPY[L.ftype])
 
 
 def _bias(L: Lowering, k: int, n: int) -> np.ndarray:
-    return (L.const_input(k).reshape(-1).astype(F32) if L.has_input(k) else np.zeros(n, F32))
+    f = NUMPY[L.ftype]
+    return L.const_input(k).reshape(-1).astype(f) if L.has_input(k) else np.zeros(n, f)
 
 
 # MAC builtins -------------------------------------------------------------------------------
@@ -71,9 +80,10 @@ def _conv_like(L: Lowering, op: str, weights: np.ndarray, oc: int):
     o = L.o()
     xin, attrs = conv_window(L)
     b = L.b
-    y = b.op(op, [xin, b.const(weights, "fp32", "weight"),
-                  b.const(_bias(L, 2, oc), "fp32", "bias"), _zero(L), _zero(L)],
-             (o.shape[0], *o.shape[1:3], oc), "fp32", {**attrs, "acc_type": "fp32"})
+    f = L.ftype
+    y = b.op(op, [xin, b.const(weights, f, "weight"), b.const(_bias(L, 2, oc), f, "bias"),
+                  _zero(L), _zero(L)],
+             (o.shape[0], *o.shape[1:3], oc), f, {**attrs, "acc_type": "fp32"})
     _finish(L, y)
 
 
@@ -92,10 +102,10 @@ def transpose_conv(L: Lowering):
     o = L.o()
     w = _weights(L, 1)
     oc = w.shape[0]
-    b = L.b
-    y = b.op("TRANSPOSE_CONV2D", [L.value(2), b.const(w, "fp32", "weight"),
-                                  b.const(_bias(L, 3, oc), "fp32", "bias"), _zero(L), _zero(L)],
-             (o.shape[0], *o.shape[1:3], oc), "fp32", {**transpose_window(L), "acc_type": "fp32"})
+    b, f = L.b, L.ftype
+    y = b.op("TRANSPOSE_CONV2D", [L.value(2), b.const(w, f, "weight"),
+                                  b.const(_bias(L, 3, oc), f, "bias"), _zero(L), _zero(L)],
+             (o.shape[0], *o.shape[1:3], oc), f, {**transpose_window(L), "acc_type": "fp32"})
     _finish(L, y)
 
 
@@ -103,11 +113,11 @@ def fully_connected(L: Lowering):
     w = _weights(L, 1)
     n, k = w.shape
     rows = int(np.prod(L.t(0).shape)) // k
-    b = L.b
+    b, f = L.b, L.ftype
     y = b.op("CONV2D", [b.reshape(L.value(0), (1, rows, 1, k)),
-                        b.const(w.reshape(n, 1, 1, k), "fp32", "weight"),
-                        b.const(_bias(L, 2, n), "fp32", "bias"), _zero(L), _zero(L)],
-             (1, rows, 1, n), "fp32",
+                        b.const(w.reshape(n, 1, 1, k), f, "weight"),
+                        b.const(_bias(L, 2, n), f, "bias"), _zero(L), _zero(L)],
+             (1, rows, 1, n), f,
              {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1), "local_bound": False,
               "acc_type": "fp32"})
     _finish(L, y)
@@ -116,8 +126,10 @@ def fully_connected(L: Lowering):
 def batch_matmul(L: Lowering):
     b, o = L.b, L.o()
     (a, sa), (c, sc), batch = batch_operands(L)
-    y = b.op("MATMUL", [a, c, _zero(L), _zero(L)], (int(np.prod(batch, dtype=np.int64)), sa[-2],
-                                                    sc[-1]), "fp32", {})
+    shape = (int(np.prod(batch, dtype=np.int64)), sa[-2], sc[-1])
+    y = b.op("MATMUL", [a, c, _zero(L), _zero(L)], shape, "fp32", {})
+    if L.ftype != "fp32":
+        y = b.op("CAST", [y], shape, L.ftype, {})
     b.reshape(y, o.shape, L.out())
 
 
@@ -131,9 +143,9 @@ def _pool(L: Lowering, op: str):
     attrs = {"kernel": (kh, kw), "stride": (sh, sw), "pad": (pt, pb, pl, pr)}
     xin = spatial_input(L, L.value(0), (ch, cw))
     if op == "AVG_POOL2D":     # TOSA, like TFLite, divides by the window's unpadded count
-        y = L.b.op(op, [xin, _zero(L), _zero(L)], o.shape, "fp32", {**attrs, "acc_type": "fp32"})
+        y = L.b.op(op, [xin, _zero(L), _zero(L)], o.shape, L.ftype, {**attrs, "acc_type": "fp32"})
     else:
-        y = L.b.op(op, [xin], o.shape, "fp32", {**attrs, "nan_mode": "PROPAGATE"})
+        y = L.b.op(op, [xin], o.shape, L.ftype, {**attrs, "nan_mode": "PROPAGATE"})
     _finish(L, y)
 
 
@@ -149,7 +161,7 @@ def max_pool_2d(L):
 
 def _binary(L: Lowering, op: str) -> str:
     rank = len(L.o().shape)
-    return L.b.binary(op, operand_at_rank(L, 0, rank), operand_at_rank(L, 1, rank), "fp32")
+    return L.b.binary(op, operand_at_rank(L, 0, rank), operand_at_rank(L, 1, rank), L.ftype)
 
 
 def add(L):
@@ -167,7 +179,7 @@ def mul(L):
 
 def _mul(L: Lowering, a: str, c: str) -> str:
     return L.b.op("MUL", [a, c, L.b.scalar(0, "int8")],
-                  np.broadcast_shapes(L.b.shape_of(a), L.b.shape_of(c)), "fp32", {})
+                  np.broadcast_shapes(L.b.shape_of(a), L.b.shape_of(c)), L.ftype, {})
 
 
 def squared_difference(L):
@@ -184,7 +196,7 @@ def minimum(L):
 
 
 def _unary(L: Lowering, op: str):
-    L.b.op(op, [L.value(0)], L.o().shape, "fp32", {}, L.out())
+    L.b.op(op, [L.value(0)], L.o().shape, L.ftype, {}, L.out())
 
 
 def logistic(L):
@@ -195,9 +207,10 @@ def tanh(L):
     _unary(L, "TANH")
 
 
-def _clamped(lo: float, hi: float):
+def _clamped(lo: float, hi: float | None):
+    """CLAMP to [lo, hi]; hi None: RELU's top, the fused activation's for the output type."""
     def lower(L: Lowering):
-        L.b.clamp(L.value(0), lo, hi, L.out())
+        L.b.clamp(L.value(0), lo, L.act_range(1, L.o())[1] if hi is None else hi, L.out())
     return lower
 
 
@@ -213,7 +226,7 @@ def _select_negative(L: Lowering, x: str, scaled: str, op: str):
     """x where x (op) 0 holds, `scaled` elsewhere."""
     b = L.b
     keep = b.op(op, [x, _k(L, 0.0, len(b.shape_of(x)))], b.shape_of(x), "bool")
-    b.op("SELECT", [keep, x, scaled], L.o().shape, "fp32", {}, L.out())
+    b.op("SELECT", [keep, x, scaled], L.o().shape, L.ftype, {}, L.out())
 
 
 def leaky_relu(L: Lowering):
@@ -234,7 +247,8 @@ def _shifted(L: Lowering) -> tuple[str, int]:
     b, x = L.b, L.value(0)
     shape = b.shape_of(x)
     axis = len(shape) - 1
-    mx = b.op("REDUCE_MAX", [x], shape[:-1] + (1,), "fp32", {"axis": axis, "nan_mode": "PROPAGATE"})
+    mx = b.op("REDUCE_MAX", [x], shape[:-1] + (1,), L.ftype,
+              {"axis": axis, "nan_mode": "PROPAGATE"})
     z = b.binary("SUB", x, mx)
     beta = float(L.op.options.get("beta", 1.0))
     return (z if beta == 1.0 else _mul(L, z, _k(L, beta, len(shape)))), axis
@@ -244,30 +258,30 @@ def _exp_sum(L: Lowering):
     """exp(x - max) and its sum over the last axis: (x - max, the exponentials, their sum)."""
     b = L.b
     z, axis = _shifted(L)
-    e = b.op("EXP", [z], b.shape_of(z), "fp32", {})
-    return z, e, b.op("REDUCE_SUM", [e], b.shape_of(e)[:-1] + (1,), "fp32", {"axis": axis})
+    e = b.op("EXP", [z], b.shape_of(z), L.ftype, {})
+    return z, e, b.op("REDUCE_SUM", [e], b.shape_of(e)[:-1] + (1,), L.ftype, {"axis": axis})
 
 
 def softmax(L: Lowering):
     _, e, total = _exp_sum(L)
-    recip = L.b.op("RECIPROCAL", [total], L.b.shape_of(total), "fp32", {})
+    recip = L.b.op("RECIPROCAL", [total], L.b.shape_of(total), L.ftype, {})
     L.b.reshape(_mul(L, e, recip), L.o().shape, L.out())
 
 
 def log_softmax(L: Lowering):
     z, _, total = _exp_sum(L)
-    log = L.b.op("LOG", [total], L.b.shape_of(total), "fp32", {})
-    L.b.binary("SUB", z, log, "fp32", out=L.out())
+    log = L.b.op("LOG", [total], L.b.shape_of(total), L.ftype, {})
+    L.b.binary("SUB", z, log, L.ftype, out=L.out())
 
 
 def mean(L: Lowering):
-    total, n = sum_over_axes(L, L.value(0), "fp32")
+    total, n = sum_over_axes(L, L.value(0), L.ftype)
     y = _mul(L, total, _k(L, float(F32(1) / F32(n)), len(L.b.shape_of(total))))
     L.b.reshape(y, L.o().shape, L.out())
 
 
 def sum_(L: Lowering):
-    total, _ = sum_over_axes(L, L.value(0), "fp32")
+    total, _ = sum_over_axes(L, L.value(0), L.ftype)
     L.b.reshape(total, L.o().shape, L.out())
 
 
@@ -284,7 +298,7 @@ def arg_min(L: Lowering):
     x, o = L.t(0), L.o()
     if o.dtype != "INT32":
         L.fail(f"output type {o.dtype}; only int32 indices are supported")
-    neg = L.b.op("NEGATE", [L.value(0), _zero(L), _zero(L)], x.shape, "fp32", {})
+    neg = L.b.op("NEGATE", [L.value(0), _zero(L), _zero(L)], x.shape, L.ftype, {})
     L.b.op("ARGMAX", [neg], o.shape, "int32",
            {"axis": const_axes(L, 1, len(x.shape))[0], "nan_mode": "PROPAGATE"}, L.out())
 
@@ -308,43 +322,59 @@ def resize_bilinear(L: Lowering):
         border.append((out - 1) * d + off - (i - 1) * n)
     b = L.b
     b.op("RESIZE", [L.value(0), b.shape(scale), b.shape(offset), b.shape(border)], o.shape,
-         "fp32", {"mode": "BILINEAR"}, L.out())
+         L.ftype, {"mode": "BILINEAR"}, L.out())
 
 
 # the float edges of an int8 network ---------------------------------------------------------
 
 def quantize(L: Lowering):
-    """float32 -> int8: clamp(round_half_away(x * (1/scale)) + zp); int8 -> int8 requantizes."""
+    """float -> int8: clamp(round_half_away(x * (1/scale)) + zp), in fp32; int8 -> int8 requantizes."""
     x, o = L.t(0), L.o()
-    if x.dtype != "FLOAT32":
+    if x.dtype not in FLOATS:
         return unary.quantize(L)
     if o.dtype != "INT8" or len(o.scales) != 1:
         L.fail(f"output '{o.name}' is {o.dtype} with {len(o.scales)} scales; per-tensor int8 "
                "is supported")
     b, rank = L.b, len(x.shape)
-    y = _mul(L, L.value(0), _k(L, float(F32(1) / F32(o.scale)), rank))
+    k = lambda v: b.bcast(v, "fp32", rank)           # noqa: E731
+    src = L.value(0)
+    if x.dtype != "FLOAT32":                          # float16 widens exactly
+        src = b.op("CAST", [src], x.shape, "fp32", {})
+    y = b.op("MUL", [src, k(float(F32(1) / F32(o.scale))), b.scalar(0, "int8")], x.shape, "fp32")
     mag = b.op("ABS", [y], x.shape, "fp32", {})
     whole = b.op("FLOOR", [mag], x.shape, "fp32", {})
-    up = b.op("GREATER_EQUAL", [b.binary("SUB", mag, whole), _k(L, 0.5, rank)], x.shape, "bool")
-    rounded = b.op("SELECT", [up, b.binary("ADD", whole, _k(L, 1.0, rank)), whole], x.shape,
-                   "fp32")
-    negative = b.op("GREATER", [_k(L, 0.0, rank), y], x.shape, "bool")
-    negated = b.op("NEGATE", [rounded, _zero(L), _zero(L)], x.shape, "fp32", {})
+    up = b.op("GREATER_EQUAL", [b.binary("SUB", mag, whole), k(0.5)], x.shape, "bool")
+    rounded = b.op("SELECT", [up, b.binary("ADD", whole, k(1.0)), whole], x.shape, "fp32")
+    negative = b.op("GREATER", [k(0.0), y], x.shape, "bool")
+    zero = b.scalar(0.0, "fp32")
+    negated = b.op("NEGATE", [rounded, zero, zero], x.shape, "fp32", {})
     signed = b.op("SELECT", [negative, negated, rounded], x.shape, "fp32")
-    q = b.clamp(b.binary("ADD", signed, _k(L, float(o.zero_point), rank)), -128.0, 127.0)
+    q = b.clamp(b.binary("ADD", signed, k(float(o.zero_point))), -128.0, 127.0)
     b.op("CAST", [q], o.shape, "int8", {}, L.out())
 
 
 def dequantize(L: Lowering):
-    """int8 -> float32: (q - zp) * scale, exact in fp32."""
+    """int8/int16 -> float: (q - zp) * scale, exact in fp32, then CAST to a float16 output;
+    float16 -> float32: an exact CAST, folded at compile time when the input is a constant
+    (TFLite's float16-quantized weights), so the MAC builtin reading it sees constant weights."""
     x, o = L.t(0), L.o()
+    b, rank = L.b, len(x.shape)
+    if x.dtype == "FLOAT16" and o.dtype == "FLOAT32":
+        if x.data is None:
+            b.op("CAST", [L.value(0)], o.shape, "fp32", {}, L.out())
+            return
+        o.data = np.asarray(x.data, np.float16).astype(F32).reshape(o.shape)
+        b.const_named(L.names[o.index], o.data, "fp32")
+        return
     if x.dtype not in ("INT8", "INT16") or len(x.scales) != 1:
         L.fail(f"input '{x.name}' is {x.dtype} with {len(x.scales)} scales; per-tensor int8 "
-               "or int16 is supported")
-    b, rank = L.b, len(x.shape)
+               "or int16, or float16 to float32, is supported")
     f = b.op("CAST", [L.value(0)], x.shape, "fp32", {})
-    centred = b.binary("SUB", f, _k(L, float(x.zero_point), rank))
-    y = _mul(L, centred, _k(L, float(F32(x.scale)), rank))
+    centred = b.binary("SUB", f, b.bcast(float(x.zero_point), "fp32", rank))
+    y = b.op("MUL", [centred, b.bcast(float(F32(x.scale)), "fp32", rank), b.scalar(0, "int8")],
+             x.shape, "fp32")
+    if L.ftype != "fp32":
+        y = b.op("CAST", [y], x.shape, L.ftype, {})
     b.reshape(y, o.shape, L.out())
 
 
@@ -354,7 +384,7 @@ BUILTINS = {
     "AVERAGE_POOL_2D": average_pool_2d, "MAX_POOL_2D": max_pool_2d,
     "ADD": add, "SUB": sub, "MUL": mul, "SQUARED_DIFFERENCE": squared_difference,
     "MAXIMUM": maximum, "MINIMUM": minimum, "LOGISTIC": logistic, "TANH": tanh,
-    "RELU": _clamped(0.0, FLT_MAX), "RELU6": _clamped(0.0, 6.0),
+    "RELU": _clamped(0.0, None), "RELU6": _clamped(0.0, 6.0),
     "RELU_N1_TO_1": _clamped(-1.0, 1.0), "RELU_0_TO_1": _clamped(0.0, 1.0),
     "HARD_SWISH": hard_swish, "LEAKY_RELU": leaky_relu, "PRELU": prelu,
     "SOFTMAX": softmax, "LOG_SOFTMAX": log_softmax, "MEAN": mean, "SUM": sum_,
