@@ -127,3 +127,14 @@ def test_float16_quantized_weights(op):
         y = _out(m, (2, 8))
         m.op(op, [x, *widened], [y], options("FullyConnectedOptions"), "FullyConnectedOptions")
     check_float(m, rng, FP32_MACS)
+
+
+def test_run_time_weights():
+    """FULLY_CONNECTED whose weights and bias are graph inputs, not constants."""
+    rng = np.random.default_rng(3)
+    m = _model()
+    x, wt, bt = _in(m, (3, 20)), _in(m, (7, 20)), _in(m, (7,))
+    y = _out(m, (3, 7))
+    m.op("FULLY_CONNECTED", [x, wt, bt], [y], options("FullyConnectedOptions",
+         fusedActivationFunction=RELU), "FullyConnectedOptions")
+    check_float(m, rng, FP32_MACS)

@@ -31,7 +31,6 @@ from .reduce import const_axes, sum_over_axes
 from .mac import VALID, batch_operands, conv_window, spatial_input, transpose_window, window_pads
 
 F32 = np.float32
-NUMPY = {"fp32": np.float32, "fp16": np.float16}
 
 
 def _k(L: Lowering, value: float, rank: int) -> str:
@@ -61,66 +60,66 @@ def _zero(L: Lowering) -> str:
     return L.b.scalar(0.0, L.ftype)
 
 
-def _weights(L: Lowering, k: int) -> np.ndarray:
+def _weights(L: Lowering, k: int, shape) -> str:
+    """Input k in TOSA's weight layout `shape` (a reshape of TFLite's): its constant, or the
+    tensor computed at run time."""
     t, want = L.t(k), {v: k for k, v in FLOATS.items()}[L.ftype]
     if t.dtype != want:
         L.fail(f"weights '{t.name}' are {t.dtype}; a {want.lower()} builtin needs "
                f"{want.lower()} weights")
-    return L.const_input(k).astype(NUMPY[L.ftype])
+    if t.data is None:
+        return L.b.reshape(L.value(k), shape)
+    return L.b.const(t.data.reshape(shape), L.ftype, "weight")
 
 
-def _bias(L: Lowering, k: int, n: int) -> np.ndarray:
-    f = NUMPY[L.ftype]
-    return L.const_input(k).reshape(-1).astype(f) if L.has_input(k) else np.zeros(n, f)
+def _bias(L: Lowering, k: int, n: int) -> str:
+    """The bias: its constant, the tensor computed at run time, or zeros."""
+    if not L.has_input(k):
+        return L.b.const(np.zeros(n), L.ftype, "bias")
+    if L.t(k).data is None:
+        return L.b.reshape(L.value(k), (n,))
+    return L.b.const(L.t(k).data.reshape(-1), L.ftype, "bias")
 
 
 # MAC builtins -------------------------------------------------------------------------------
 
-def _conv_like(L: Lowering, op: str, weights: np.ndarray, oc: int):
+def _mac(L: Lowering, op: str, inputs: list[str], shape, attrs: dict):
+    """op(inputs..., zero points) accumulating in fp32, then the fused activation."""
+    y = L.b.op(op, [*inputs, _zero(L), _zero(L)], shape, L.ftype, {**attrs, "acc_type": "fp32"})
+    _finish(L, y)
+
+
+def _conv_like(L: Lowering, op: str, weights: str, oc: int):
     o = L.o()
     xin, attrs = conv_window(L)
-    b = L.b
-    f = L.ftype
-    y = b.op(op, [xin, b.const(weights, f, "weight"), b.const(_bias(L, 2, oc), f, "bias"),
-                  _zero(L), _zero(L)],
-             (o.shape[0], *o.shape[1:3], oc), f, {**attrs, "acc_type": "fp32"})
-    _finish(L, y)
+    _mac(L, op, [xin, weights, _bias(L, 2, oc)], (o.shape[0], *o.shape[1:3], oc), attrs)
 
 
 def conv_2d(L: Lowering):
-    w = _weights(L, 1)
-    _conv_like(L, "CONV2D", w, w.shape[0])
+    shape = L.t(1).shape
+    _conv_like(L, "CONV2D", _weights(L, 1, shape), shape[0])
 
 
 def depthwise_conv_2d(L: Lowering):
-    w = _weights(L, 1)
+    """TFLite's [1, kh, kw, c * multiplier] filter is TOSA's [kh, kw, c, multiplier]."""
+    _, kh, kw, n = L.t(1).shape
     c = L.t(0).shape[3]
-    _conv_like(L, "DEPTHWISE_CONV2D", w[0].reshape(w.shape[1], w.shape[2], c, -1), w.shape[3])
+    _conv_like(L, "DEPTHWISE_CONV2D", _weights(L, 1, (kh, kw, c, n // c)), n)
 
 
 def transpose_conv(L: Lowering):
-    o = L.o()
-    w = _weights(L, 1)
-    oc = w.shape[0]
-    b, f = L.b, L.ftype
-    y = b.op("TRANSPOSE_CONV2D", [L.value(2), b.const(w, f, "weight"),
-                                  b.const(_bias(L, 3, oc), f, "bias"), _zero(L), _zero(L)],
-             (o.shape[0], *o.shape[1:3], oc), f, {**transpose_window(L), "acc_type": "fp32"})
-    _finish(L, y)
+    o, shape = L.o(), L.t(1).shape
+    oc = shape[0]
+    _mac(L, "TRANSPOSE_CONV2D", [L.value(2), _weights(L, 1, shape), _bias(L, 3, oc)],
+         (o.shape[0], *o.shape[1:3], oc), transpose_window(L))
 
 
 def fully_connected(L: Lowering):
-    w = _weights(L, 1)
-    n, k = w.shape
+    n, k = L.t(1).shape
     rows = int(np.prod(L.t(0).shape)) // k
-    b, f = L.b, L.ftype
-    y = b.op("CONV2D", [b.reshape(L.value(0), (1, rows, 1, k)),
-                        b.const(w.reshape(n, 1, 1, k), f, "weight"),
-                        b.const(_bias(L, 2, n), f, "bias"), _zero(L), _zero(L)],
-             (1, rows, 1, n), f,
-             {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1), "local_bound": False,
-              "acc_type": "fp32"})
-    _finish(L, y)
+    _mac(L, "CONV2D", [L.b.reshape(L.value(0), (1, rows, 1, k)), _weights(L, 1, (n, 1, 1, k)),
+                       _bias(L, 2, n)], (1, rows, 1, n),
+         {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1), "local_bound": False})
 
 
 def batch_matmul(L: Lowering):
