@@ -7,10 +7,9 @@ latest command per engine needs to be waited for.
 """
 from __future__ import annotations
 
-import bisect
-import dataclasses
+from bisect import bisect_right
 
-from npu_sim.isa.commands import ONCHIP, Compute, DmaCopy, DmaFill, TensorView
+from npu_sim.isa.commands import ITEMSIZE, ONCHIP, Compute, DmaCopy, DmaFill, TensorView
 
 
 class _Segments:
@@ -20,48 +19,58 @@ class _Segments:
         self.starts: list[int] = []
         self.items: list[list] = []          # [lo, hi, writer, {engine: reader}]
 
-    def _split(self, pos: int):
-        i = bisect.bisect_right(self.starts, pos) - 1
+    def _split(self, pos: int) -> int:
+        """Split the segment holding `pos` inside it; the index of the first segment starting
+        at or after pos."""
+        starts, items = self.starts, self.items
+        i = bisect_right(starts, pos) - 1
         if i >= 0:
-            lo, hi, w, r = self.items[i]
-            if lo < pos < hi:
-                self.items[i] = [lo, pos, w, r]
-                self.items.insert(i + 1, [pos, hi, w, dict(r)])
-                self.starts.insert(i + 1, pos)
+            seg = items[i]
+            if pos < seg[1]:
+                if seg[0] < pos:
+                    items.insert(i + 1, [pos, seg[1], seg[2], dict(seg[3])])
+                    starts.insert(i + 1, pos)
+                    seg[1] = pos
+                    return i + 1
+                return i
+        return i + 1
 
-    def overlapping(self, lo: int, hi: int):
-        i = max(bisect.bisect_right(self.starts, lo) - 1, 0)
-        while i < len(self.items) and self.items[i][0] < hi:
-            if self.items[i][1] > lo:
-                yield self.items[i]
-            i += 1
+    def _exact(self, lo: int, hi: int) -> int:
+        """The index of the segment [lo, hi) itself, or -1 (most accesses reuse a buffer)."""
+        i = bisect_right(self.starts, lo) - 1
+        return i if i >= 0 and self.starts[i] == lo and self.items[i][1] == hi else -1
 
     def read(self, lo, hi, engine, cmd_id):
-        self._split(lo)
+        i = self._exact(lo, hi)
+        if i >= 0:
+            self.items[i][3][engine] = cmd_id
+            return
+        i = self._split(lo)
         self._split(hi)
+        starts, items = self.starts, self.items
         covered = lo
-        for seg in list(self.overlapping(lo, hi)):
+        while i < len(items) and starts[i] < hi:
+            seg = items[i]
             if seg[0] > covered:
-                self._insert([covered, seg[0], None, {engine: cmd_id}])
+                items.insert(i, [covered, seg[0], None, {engine: cmd_id}])
+                starts.insert(i, covered)
+                i += 1
             seg[3][engine] = cmd_id
             covered = seg[1]
+            i += 1
         if covered < hi:
-            self._insert([covered, hi, None, {engine: cmd_id}])
+            items.insert(i, [covered, hi, None, {engine: cmd_id}])
+            starts.insert(i, covered)
 
     def write(self, lo, hi, cmd_id):
-        self._split(lo)
-        self._split(hi)
-        i = bisect.bisect_left(self.starts, lo)
-        j = bisect.bisect_left(self.starts, hi)
-        del self.starts[i:j]
-        del self.items[i:j]
-        self.starts.insert(i, lo)
-        self.items.insert(i, [lo, hi, cmd_id, {}])
-
-    def _insert(self, seg):
-        i = bisect.bisect_left(self.starts, seg[0])
-        self.starts.insert(i, seg[0])
-        self.items.insert(i, seg)
+        i = self._exact(lo, hi)
+        if i >= 0:
+            self.items[i] = [lo, hi, cmd_id, {}]
+            return
+        i = self._split(lo)
+        j = self._split(hi)
+        self.starts[i:j] = [lo]
+        self.items[i:j] = [[lo, hi, cmd_id, {}]]
 
 
 def _views(cmd) -> tuple[list[TensorView], list[TensorView]]:
@@ -76,62 +85,90 @@ def _views(cmd) -> tuple[list[TensorView], list[TensorView]]:
 class Emitter:
     def __init__(self):
         self.commands = []
-        self.engine_of: dict[int, str] = {}
+        self.engine_of: list[str] = []          # command id -> its engine
         self.memories: dict[int, _Segments] = {}
         self.layer = -1
         self.prefetching = False        # copies emitted now stage data for later steps
         self._prefetches: set[int] = set()
 
-    def _deps(self, reads: list[TensorView], writes: list[TensorView]) -> tuple[int, ...]:
+    def _sync(self, reads, writes, engine: str) -> tuple[int, ...]:
+        """The dependencies of the next command (on `engine`) reading and writing these views,
+        recorded as its accesses: the latest conflicting command of each engine. (The
+        segment walk of _Segments.collect is inlined: this runs for every operand of every
+        command, twice over with hoist_loads.)"""
+        cmd_id = len(self.commands)
+        memories = self.memories
+        ids: set[int] = set()
+        spans = []
+        for views, is_write in ((reads, False), (writes, True)):
+            for v in views:
+                mem, lo, shape, strides, dtype = v      # its footprint(), inlined
+                if 0 in shape:
+                    continue
+                hi = lo + ITEMSIZE[dtype]
+                for d, st in zip(shape, strides):
+                    if st > 0:
+                        hi += (d - 1) * st
+                    else:
+                        lo += (d - 1) * st
+                segs = memories.get(mem)
+                if segs is None:
+                    segs = memories[mem] = _Segments()
+                items = segs.items
+                i = bisect_right(segs.starts, lo) - 1
+                if i < 0:
+                    i = 0
+                n = len(items)
+                while i < n:
+                    seg = items[i]
+                    if seg[0] >= hi:
+                        break
+                    if seg[1] > lo:
+                        if seg[2] is not None:
+                            ids.add(seg[2])
+                        if is_write and seg[3]:
+                            ids.update(seg[3].values())
+                    i += 1
+                spans.append((segs, lo, hi, is_write))
+        for segs, lo, hi, is_write in spans:
+            if is_write:
+                segs.write(lo, hi, cmd_id)
+            else:
+                segs.read(lo, hi, engine, cmd_id)
+        self.engine_of.append(engine)
+        if not ids:
+            return ()
         latest: dict[str, int] = {}
-
-        def need(cmd_id):
-            if cmd_id is not None:
-                eng = self.engine_of[cmd_id]
-                latest[eng] = max(latest.get(eng, -1), cmd_id)
-
-        for v, is_write in [(v, False) for v in reads] + [(v, True) for v in writes]:
-            lo, hi = v.footprint()
-            if hi <= lo:
-                continue
-            for seg in self.memories.setdefault(v.mem, _Segments()).overlapping(lo, hi):
-                need(seg[2])
-                if is_write:
-                    for reader in seg[3].values():
-                        need(reader)
+        engine_of = self.engine_of
+        for i in ids:
+            e = engine_of[i]
+            if latest.get(e, -1) < i:
+                latest[e] = i
         return tuple(sorted(latest.values()))
 
-    def _record(self, cmd, reads, writes):
-        self.engine_of[cmd.id] = cmd.engine
-        for v in reads:
-            lo, hi = v.footprint()
-            if hi > lo:
-                self.memories.setdefault(v.mem, _Segments()).read(lo, hi, cmd.engine, cmd.id)
-        for v in writes:
-            lo, hi = v.footprint()
-            if hi > lo:
-                self.memories.setdefault(v.mem, _Segments()).write(lo, hi, cmd.id)
-        self.commands.append(cmd)
-        return cmd.id
-
     def copy(self, src: TensorView, dst: TensorView, channel: int) -> int:
-        cmd = DmaCopy(id=len(self.commands), deps=self._deps([src], [dst]), layer=self.layer,
-                      channel=channel, src=src, dst=dst)
+        cmd_id = len(self.commands)
+        deps = self._sync((src,), (dst,), f"dma{channel}")
         if self.prefetching:
-            self._prefetches.add(cmd.id)
-        return self._record(cmd, [src], [dst])
+            self._prefetches.add(cmd_id)
+        self.commands.append(DmaCopy(id=cmd_id, deps=deps, layer=self.layer, channel=channel,
+                                     src=src, dst=dst))
+        return cmd_id
 
     def fill(self, dst: TensorView, value: int, channel: int) -> int:
-        cmd = DmaFill(id=len(self.commands), deps=self._deps([], [dst]), layer=self.layer,
-                      channel=channel, dst=dst, value=int(value))
-        return self._record(cmd, [], [dst])
+        cmd_id = len(self.commands)
+        deps = self._sync((), (dst,), f"dma{channel}")
+        self.commands.append(DmaFill(id=cmd_id, deps=deps, layer=self.layer, channel=channel,
+                                     dst=dst, value=int(value)))
+        return cmd_id
 
     def compute(self, unit: str, op: str, inputs: dict, outputs: dict, attrs: dict) -> int:
-        reads, writes = list(inputs.values()), list(outputs.values())
-        cmd = Compute(id=len(self.commands), deps=self._deps(reads, writes), layer=self.layer,
-                      unit=unit, op=op, inputs=dict(inputs), outputs=dict(outputs),
-                      attrs=dict(attrs))
-        return self._record(cmd, reads, writes)
+        cmd_id = len(self.commands)
+        deps = self._sync(inputs.values(), outputs.values(), unit)
+        self.commands.append(Compute(id=cmd_id, deps=deps, layer=self.layer, unit=unit, op=op,
+                                     inputs=dict(inputs), outputs=dict(outputs),
+                                     attrs=dict(attrs)))
+        return cmd_id
 
 
 def hoist_loads(emitter: Emitter) -> Emitter:
@@ -164,9 +201,10 @@ def hoist_loads(emitter: Emitter) -> Emitter:
     if order == list(range(len(order))):
         return emitter
     out = Emitter()
-    for i in order:
+    for i in order:             # the commands are the old emitter's, renumbered in place
         cmd = emitter.commands[i]
         reads, writes = _views(cmd)
-        out._record(dataclasses.replace(cmd, id=len(out.commands), deps=out._deps(reads, writes)),
-                    reads, writes)
+        cmd.deps = out._sync(reads, writes, cmd.engine)
+        cmd.id = len(out.commands)
+        out.commands.append(cmd)
     return out

@@ -145,20 +145,62 @@ def _sample_tiles(space: TileSpace, sizes: dict[str, int]) -> list[Tile]:
 def box_sizes(space: TileSpace, tiles) -> tuple[dict[str, int], int, dict[str, float]]:
     """Largest buffer bytes per input role and for the output over `tiles`, and the burst
     factor of each operand (role -> external bytes per useful byte)."""
+    tiles = list(tiles)
+    return _merge(space, [_operand_boxes(o, tiles) for o in space.inputs + [space.output]])
+
+
+def _merge(space: TileSpace, parts: list[tuple[int, float]]):
+    """box_sizes() from each operand's (bytes, burst factor), inputs then the output."""
     sizes: dict[str, int] = {}
     factor: dict[str, float] = {}
-    out = 0
-    for tile in tiles:
-        for opnd in space.inputs:
-            box = opnd.box(tile)
-            sizes[opnd.role] = max(sizes.get(opnd.role, 0), box_bytes(box, opnd.itemsize))
-            factor[opnd.role] = max(factor.get(opnd.role, 1.0),
-                                    burst_factor(box, opnd.shape, opnd.itemsize))
-        box = space.output.box(tile)
-        out = max(out, box_bytes(box, space.output.itemsize))
-        factor["<out>"] = max(factor.get("<out>", 1.0),
-                              burst_factor(box, space.output.shape, space.output.itemsize))
+    for opnd, (nbytes, burst) in zip(space.inputs, parts):
+        sizes[opnd.role] = max(sizes.get(opnd.role, 0), nbytes)
+        factor[opnd.role] = max(factor.get(opnd.role, 1.0), burst)
+    out, factor["<out>"] = parts[-1]
     return sizes, out, factor
+
+
+def _operand_boxes(opnd: Operand, tiles) -> tuple[int, float]:
+    """(largest buffer bytes, largest burst factor) of an operand's boxes over `tiles`."""
+    nbytes, factor = 0, 1.0
+    for tile in tiles:
+        box = opnd.box(tile)
+        nbytes = max(nbytes, box_bytes(box, opnd.itemsize))
+        factor = max(factor, burst_factor(box, opnd.shape, opnd.itemsize))
+    return nbytes, factor
+
+
+# An operand's box depends on its `depends` dims alone, so the boxes of a plan's tiles are
+# computed per operand over those dims and kept by their sizes, for the plans sharing them.
+
+def _sampled_boxes(space: TileSpace, sizes: dict[str, int], memo: dict):
+    """box_sizes() of the sample tiles of `sizes`."""
+    samples, parts = None, []
+    for i, opnd in enumerate(space.inputs + [space.output]):
+        key = ("sample", i, tuple(sizes[d] for d in opnd.depends if d in sizes))
+        if key not in memo:
+            samples = samples or _sample_tiles(space, sizes)
+            memo[key] = _operand_boxes(opnd, samples)
+        parts.append(memo[key])
+    return _merge(space, parts)
+
+
+def _all_boxes(space: TileSpace, sizes: dict[str, int], memo: dict | None):
+    """box_sizes() of every tile of `sizes`: per operand, every combination of its dims'
+    tiles, the other dims at their first."""
+    ranges = {d: [(s, min(sizes[d], full - s)) for s in range(0, full, sizes[d])]
+              for d, full in space.dims.items()}
+    first = {d: r[0] for d, r in ranges.items()}
+    memo = {} if memo is None else memo
+    parts = []
+    for i, opnd in enumerate(space.inputs + [space.output]):
+        dims = [d for d in opnd.depends if d in ranges]
+        key = ("all", i, tuple(sizes[d] for d in dims))
+        if key not in memo:
+            memo[key] = _operand_boxes(opnd, ({**first, **dict(zip(dims, combo))} for combo in
+                                              itertools.product(*(ranges[d] for d in dims))))
+        parts.append(memo[key])
+    return _merge(space, parts)
 
 
 def _loads(order, counts, depends) -> int:
@@ -172,59 +214,81 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
              tiles=None, boxes=None) -> TilePlan:
     """The plan of tile `sizes` in loop `order`; `boxes`: box_sizes() of its tiles, when the
     caller evaluates several orders of the same sizes."""
+    return _evaluate(space, sizes, [order], tile_overhead,
+                     boxes or box_sizes(space, tiles or _sample_tiles(space, sizes)),
+                     space.work(sizes))[0]
+
+
+def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: float, boxes,
+              work: float) -> list[TilePlan]:
+    """evaluate() of each of `orders`, given the boxes and the compute cycles of one tile."""
     counts = {d: -(-space.dims[d] // sizes[d]) for d in space.dims}
-    in_bytes, out_bytes, burst = boxes or box_sizes(space, tiles or _sample_tiles(space, sizes))
-    buffers, buffer_bytes, working, cost, padding = {}, {}, 0, 0.0, 0.0
-    for opnd in space.inputs:
-        loads = _loads(order, counts, opnd.depends)
-        nbytes = in_bytes[opnd.role]
-        if opnd.on_chip:
-            continue
-        buffers[opnd.role] = 2 if loads > 1 else 1
-        buffer_bytes[opnd.role] = nbytes
-        working += buffers[opnd.role] * nbytes
-        cost += loads * nbytes * opnd.cost_per_byte * burst[opnd.role]
-        padding += loads * nbytes * opnd.cost_per_byte * (burst[opnd.role] - 1)
+    in_bytes, out_bytes, burst = boxes
     n_out = math.prod(c for d, c in counts.items() if d != space.reduction)
-    if not space.output.on_chip:
-        role = space.output.role
-        buffers[role] = 2 if n_out > 1 else 1
-        buffer_bytes[role] = out_bytes
-        working += buffers[role] * out_bytes
-        cost += n_out * out_bytes * space.output.cost_per_byte * burst["<out>"]
-        padding += n_out * out_bytes * space.output.cost_per_byte * (burst["<out>"] - 1)
     acc_bytes = 0
     if space.reduction and counts.get(space.reduction, 1) > 1:
         acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
-        working += acc_bytes
     n_tiles = math.prod(counts.values())
-    # Estimated time of a double-buffered pipeline: the slower of compute and transfer, plus
-    # the part that cannot overlap (the first tile's loads, the last tile's compute and store),
-    # plus a fixed cost per tile. One tile is fully serial; many tiles pay per-tile overhead.
-    compute = n_tiles * space.work(sizes)
-    time = max(compute, cost) + min(compute, cost) / n_tiles + n_tiles * tile_overhead
-    if space.stream:
-        time += compute / counts[space.stream]
-    return TilePlan(dict(sizes), tuple(order), counts, buffers, buffer_bytes, acc_bytes, working,
-                    time, cost, padding)
+    compute = n_tiles * work
+    plans = []
+    for order in orders:
+        buffers, buffer_bytes, working, cost, padding = {}, {}, 0, 0.0, 0.0
+        for opnd in space.inputs:
+            if opnd.on_chip:
+                continue
+            loads = _loads(order, counts, opnd.depends)
+            nbytes = in_bytes[opnd.role]
+            buffers[opnd.role] = 2 if loads > 1 else 1
+            buffer_bytes[opnd.role] = nbytes
+            working += buffers[opnd.role] * nbytes
+            cost += loads * nbytes * opnd.cost_per_byte * burst[opnd.role]
+            padding += loads * nbytes * opnd.cost_per_byte * (burst[opnd.role] - 1)
+        if not space.output.on_chip:
+            role = space.output.role
+            buffers[role] = 2 if n_out > 1 else 1
+            buffer_bytes[role] = out_bytes
+            working += buffers[role] * out_bytes
+            cost += n_out * out_bytes * space.output.cost_per_byte * burst["<out>"]
+            padding += n_out * out_bytes * space.output.cost_per_byte * (burst["<out>"] - 1)
+        working += acc_bytes
+        # Estimated time of a double-buffered pipeline: the slower of compute and transfer,
+        # plus the part that cannot overlap (the first tile's loads, the last tile's compute
+        # and store), plus a fixed cost per tile. One tile is fully serial; many tiles pay
+        # per-tile overhead.
+        time = max(compute, cost) + min(compute, cost) / n_tiles + n_tiles * tile_overhead
+        if space.stream:
+            time += compute / counts[space.stream]
+        plans.append(TilePlan(dict(sizes), tuple(order), dict(counts), buffers, buffer_bytes,
+                              acc_bytes, working, time, cost, padding))
+    return plans
 
 
-def _candidates(space: TileSpace, level: int, tile_overhead: float,
-                boxes: dict) -> list[TilePlan]:
+def _candidates(space: TileSpace, level: int, tile_overhead: float, boxes: dict,
+                previous: list[TilePlan] = ()) -> list[TilePlan]:
     """Every plan of one search level: the halvings of its splittable dims in every order.
-    `boxes` caches box_sizes() by tile sizes: they depend on the space's shapes only, not on
-    where its operands live, so a search after prefetch staged some reuses them."""
+    `boxes` caches box_sizes() by tile sizes, each operand's boxes by the sizes it depends on
+    and a tile's compute cycles: they depend on the space's shapes only, not on where its
+    operands live, so a search after prefetch staged some reuses them. A level's sizes include
+    the level before's (`previous`, its plans), whose plans are reused."""
     splittable = [d for d in space.dims if space.levels[d] <= level]
     options = [_sizes(space, d) for d in splittable]
+    known: dict[tuple, list[TilePlan]] = {}
+    for p in previous:
+        known.setdefault(tuple(p.sizes.values()), []).append(p)
     plans = []
     for combo in itertools.product(*options):
         sizes = {d: space.dims[d] for d in space.dims}
         sizes.update(zip(splittable, combo))
         key = tuple(sizes.values())
+        if key in known:
+            plans += known[key]
+            continue
         if key not in boxes:
-            boxes[key] = box_sizes(space, _sample_tiles(space, sizes))
-        plans += [evaluate(space, sizes, order, tile_overhead, boxes=boxes[key])
-                  for order in space.orders]
+            boxes[key] = _sampled_boxes(space, sizes, boxes)
+        work = boxes.get(("work", key))
+        if work is None:
+            work = boxes["work", key] = space.work(sizes)
+        plans += _evaluate(space, sizes, space.orders, tile_overhead, boxes[key], work)
     return plans
 
 
@@ -237,13 +301,15 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
     boxes = {} if boxes is None else boxes
     best = []                                  # per level searched, its choice
     whole = space.work(space.dims)             # the layer as one tile
+    plans: list[TilePlan] = []
     for level in range(max(space.levels.values(), default=0) + 1):
-        if candidates is None or level not in candidates:
-            plans = _candidates(space, level, tile_overhead, boxes)
+        if candidates is not None and level in candidates:
+            plans = candidates[level]
+        else:
+            plans = _candidates(space, level, tile_overhead, boxes, plans)
             if candidates is not None:
                 candidates[level] = plans
-        fitting = [p for p in (plans if candidates is None else candidates[level])
-                   if p.working_set <= budget]
+        fitting = [p for p in plans if p.working_set <= budget]
         if fitting:
             # Within NEAR_BEST of the fastest, a small working set (buffer room is worth more
             # to weight prefetch than a percent of this step's time): the fewest tiles among
@@ -340,7 +406,7 @@ def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
         if plan.n_tiles > MAX_TILES:
             _too_many_tiles(space, plan, budget, candidates)
         exact = evaluate(space, plan.sizes, plan.order, tile_overhead,
-                         tiles=list(iterate_tiles(plan, space.dims)))
+                         boxes=_all_boxes(space, plan.sizes, boxes))
         if exact.working_set <= budget:
             return exact
         target -= exact.working_set - budget

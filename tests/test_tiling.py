@@ -1,0 +1,43 @@
+"""The tiling search's shortcuts give what the plain computation gives: boxes computed per
+operand over its own dims (compiler/tiling.py) equal box_sizes() over the tiles themselves, on
+networks whose layers cover the tile-space families (convolutions, depthwise with a cascaded
+producer, pooling, matmuls, elementwise chains, reductions)."""
+from pathlib import Path
+
+import pytest
+
+from npu_sim import api, zoo
+from npu_sim.compiler import tiling
+from npu_sim.compiler.loader import load_bytes
+
+DATA = Path(__file__).parent / "data"
+
+
+def _graphs():
+    yield "ds_cnn", zoo.build("ds_cnn", channels=32)[0]
+    yield "transformer", zoo.build("transformer")[0]
+    yield "et_small_cnn", (DATA / "small_cnn" / "model.tosa").read_bytes()
+
+
+@pytest.mark.parametrize("name,tosa", list(_graphs()), ids=lambda v: v if isinstance(v, str) else "")
+def test_boxes_per_operand_equal_boxes_of_every_tile(name, tosa, monkeypatch):
+    checked = {"sample": 0, "all": 0}
+    sampled, every = tiling._sampled_boxes, tiling._all_boxes
+
+    def check_sampled(space, sizes, memo):
+        got = sampled(space, sizes, memo)
+        assert got == tiling.box_sizes(space, tiling._sample_tiles(space, sizes)), sizes
+        checked["sample"] += 1
+        return got
+
+    def check_all(space, sizes, memo):
+        got = every(space, sizes, memo)
+        plan = tiling.TilePlan(sizes, tuple(space.dims), {}, {}, {}, 0, 0, 0.0)
+        assert got == tiling.box_sizes(space, tiling.iterate_tiles(plan, space.dims)), sizes
+        checked["all"] += 1
+        return got
+
+    monkeypatch.setattr(tiling, "_sampled_boxes", check_sampled)
+    monkeypatch.setattr(tiling, "_all_boxes", check_all)
+    api.compile_model(load_bytes(tosa, f"{name}.tosa"), api.load_config("edge-256"))
+    assert checked["sample"] > 10 and checked["all"] > 3
