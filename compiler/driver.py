@@ -204,9 +204,11 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
 
 def _handoffs(steps: list[Step]) -> set[str]:
     """Outputs of the MAC and vector steps that read from or feed a step on the other engine
-    (through reshapes): tiling those by rows lets the two engines overlap."""
+    (through reshapes), and of the vector steps chained to those through other vector steps
+    (a softmax or layer norm between two MAC layers): tiling those by rows lets the two
+    engines overlap, row tile by row tile along the whole chain."""
     made_by = {step.output: step for step in steps}
-    out = set()
+    out, links = set(), {}
     for step in steps:
         if step.kind not in ("mac", "vector"):
             continue
@@ -214,8 +216,19 @@ def _handoffs(steps: list[Step]) -> set[str]:
             src = made_by.get(name)
             while src is not None and src.kind == "alias":
                 src = made_by.get(src.main.inputs[0])
-            if src is not None and src.kind in ("mac", "vector") and src.kind != step.kind:
+            if src is None or src.kind not in ("mac", "vector"):
+                continue
+            if src.kind != step.kind:
                 out |= {src.output, step.output}
+            elif step.kind == "vector":
+                links.setdefault(src.output, set()).add(step.output)
+                links.setdefault(step.output, set()).add(src.output)
+    todo = [n for n in out if n in links]
+    while todo:
+        for n in links.pop(todo.pop(), ()):
+            if n not in out:
+                out.add(n)
+                todo.append(n)
     return out
 
 
