@@ -10,11 +10,13 @@ from npu_sim.nnapi import (FLT_MAX, UINT64_MAX, Device, ErrorStatus, ExecutionPr
                           MeasureTiming, ModelBuilder, OperandType, Priority, Request,
                           model_from_dict)
 from npu_sim.nnapi import cts
+from npu_sim.compiler.frontends import nnapi as fe
 from npu_sim.isa.errors import ModelError
 
 DATA = Path(__file__).parent / "data"
 SAMPLE = DATA / "nnapi-cts" / "sample.jsonl"
 FLOAT16 = DATA / "nnapi-cts" / "float16.jsonl"
+FLOAT16_RELAXED = DATA / "nnapi-cts" / "relaxed.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +55,20 @@ def test_cts_float16_cases_run_in_fp16(device):
     for c in cases[:3]:
         r = cts.run_case(c, str(FLOAT16), edge)
         assert r["status"] == "unsupported" and "fp16" in r["message"], r
+
+
+def test_relaxed_float32_computes_in_fp16(device):
+    """relaxComputationFloat32toFloat16: default has no fp32 MAC mode, so the plain float32
+    conv is refused and its relaxed twin runs in fp16 (within the harness's fp16 tolerance),
+    CAST from and to the caller's float32 at the edges."""
+    plain, relaxed = (c for _, c in cts.read_cases(str(FLOAT16_RELAXED)))
+    assert relaxed["isRelaxed"] and not plain.get("isRelaxed")
+    assert cts.run_case(plain, "plain", device)["status"] == "unsupported"
+    assert cts.run_case(relaxed, "relaxed", device)["status"] == "pass"
+    graph = fe.lower_model(model_from_dict(relaxed), "relaxed", relax_to_fp16=True)
+    assert {graph.tensors[n].dtype for n in graph.inputs + graph.outputs} == {"fp32"}
+    assert {t.dtype for t in graph.tensors.values()} >= {"fp16", "fp32"}
+    assert "fp16" not in {t.dtype for t in fe.lower_model(model_from_dict(relaxed)).tensors.values()}
 
 
 def test_cts_judges_by_the_accuracy_criteria(device):
@@ -125,8 +141,10 @@ def test_capabilities(device):
     assert perf[OperandType.TENSOR_FLOAT16].execTime < perf[OperandType.TENSOR_FLOAT32].execTime
     for control in (caps.ifPerformance, caps.whilePerformance):     # measured workloads
         assert 0 < control.execTime < FLT_MAX and 0 < control.powerUsage < FLT_MAX
-    assert caps.relaxedFloat32toFloat16PerformanceTensor == \
-        {p.type: p.info for p in caps.operandPerformance}[OperandType.TENSOR_FLOAT32]
+    assert caps.relaxedFloat32toFloat16PerformanceTensor == perf[OperandType.TENSOR_FLOAT16]
+    _, big = Device("large-8k").getCapabilities()                 # relaxed: fp16 there too
+    big_perf = {p.type: p.info for p in big.operandPerformance}
+    assert big.relaxedFloat32toFloat16PerformanceScalar == big_perf[OperandType.TENSOR_FLOAT16]
     _, edge = Device("edge-256").getCapabilities()                # integer-only: no float
     assert not {OperandType.TENSOR_FLOAT32, OperandType.TENSOR_FLOAT16} & \
         {p.type for p in edge.operandPerformance}

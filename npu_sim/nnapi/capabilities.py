@@ -10,8 +10,8 @@ report's execTime and powerUsage; lower is better). The workloads:
   1x32x32x16 tensor to NCHW, then CONCATENATION with itself;
 - TENSOR_FLOAT32 and TENSOR_FLOAT16: MUL, ADD and LOGISTIC on 1x28x28x32 in that type (vector
   operators, which every float config runs; `default`'s MAC array has no fp32 mode), FLOAT32
-  and FLOAT16 scalars carry them, and both relaxed figures carry the fp32 one (relaxed models
-  run in fp32).
+  and FLOAT16 scalars carry them, and both relaxed figures carry the fp16 one where the MAC
+  array has an fp16 mode (relaxed models then compute in fp16), else the fp32 one.
 
 A type whose workload the config cannot run (float on an integer-only config) is not
 supported: FLT_MAX (left out of operandPerformance, as types.spec's convention has it).
@@ -30,6 +30,7 @@ from npu_sim.compiler.frontends.nnapi.model import OperandType as T
 
 from ..config import HardwareConfig
 from .builder import ModelBuilder
+from .device import lower, relaxes_to_fp16
 from .hal import UNSUPPORTED, Capabilities, ExecutionPreference, OperandPerformance, PerformanceInfo
 
 
@@ -141,10 +142,9 @@ PARAMETERS = {T.INT32: T.TENSOR_QUANT8_ASYMM, T.BOOL: T.TENSOR_QUANT8_ASYMM,
 
 
 def workload_info(model, cfg: HardwareConfig) -> PerformanceInfo:
-    from npu_sim.compiler.frontends.nnapi import lower_model
     from npu_sim.report import build_report
     from . import schedule
-    s, _ = schedule.choose(lower_model(model, model.name), cfg,
+    s, _ = schedule.choose(lower(model, cfg), cfg,
                            ExecutionPreference.FAST_SINGLE_ANSWER)
     from ..simulator import Machine
     sim = Machine(s.program, s.config, check_hazards=False).run(None, compute_values=False)
@@ -163,7 +163,8 @@ def _measured(make, cfg: HardwareConfig) -> PerformanceInfo | None:
 def measure_capabilities(cfg: HardwareConfig) -> Capabilities:
     infos = {t: info for t, make in WORKLOADS.items() if (info := _measured(make, cfg))}
     infos.update({t: infos[src] for t, src in PARAMETERS.items() if src in infos})
-    relaxed = infos.get(T.TENSOR_FLOAT32, UNSUPPORTED)
+    relaxed = infos.get(T.TENSOR_FLOAT16 if relaxes_to_fp16(cfg) else T.TENSOR_FLOAT32,
+                        UNSUPPORTED)
     return Capabilities(relaxed, relaxed,
                         [OperandPerformance(t, infos[t]) for t in sorted(infos)],
                         _measured(if_block, cfg) or UNSUPPORTED,

@@ -116,10 +116,10 @@ def cmd_cts(args) -> int:
 
 def preference_table(model, cfg) -> list[dict]:
     """Every preference's schedule of the model: cycles, time and energy per execution."""
-    from npu_sim.compiler.frontends.nnapi import lower_model
     from . import schedule
+    from .device import lower
     from .hal import ExecutionPreference
-    graph = lower_model(model, model.name)
+    graph = lower(model, cfg)
     rows = []
     for pref in ExecutionPreference:
         single, pair = schedule.choose(graph, cfg, pref)

@@ -20,6 +20,16 @@ from .hal import (UINT64_MAX, ErrorStatus, ExecutionPreference, MeasureTiming, O
                   Priority, Request, Timing)
 
 
+def relaxes_to_fp16(cfg: HardwareConfig) -> bool:
+    """Whether the device computes a relaxed model's float32 in fp16: when its MAC array has
+    an fp16 mode (fp16 halves the bytes; large-8k runs it at 4x its fp32 rate)."""
+    return "fp16xfp16" in cfg.mac_array.precision
+
+
+def lower(model, cfg: HardwareConfig):
+    return fe.lower_model(model, model.name, relaxes_to_fp16(cfg))
+
+
 def _compile(graph, cfg: HardwareConfig):
     from npu_sim.compiler.driver import compile_graph
     return compile_graph(graph.copy(), cfg, model_name=graph.source or "model")
@@ -59,7 +69,7 @@ class Device:
                          f"({_reason(exc)})")] * len(ops)
         model = bound
         try:
-            _compile(fe.lower_model(model, model.name), self.config)
+            _compile(lower(model, self.config), self.config)
             return [(True, "")] * len(ops)
         except ModelError:
             raise
@@ -68,7 +78,8 @@ class Device:
         verdicts = []
         for i in range(len(ops)):
             try:
-                _compile(fe.single_operation(model, i, model.name), self.config)
+                _compile(fe.single_operation(model, i, model.name, relaxes_to_fp16(self.config)),
+                         self.config)
                 verdicts.append((True, ""))
             except NpuSimError as exc:
                 verdicts.append((False, _reason(exc)))
@@ -89,7 +100,7 @@ class Device:
             preference, priority = ExecutionPreference(preference), Priority(priority)
             prepared = PreparedModel(self, model, preference, priority)
             if prepared.parameters:           # compiled when a request brings their values
-                fe.lower_model(params.bind(model, params.stand_ins(model)), model.name)
+                lower(params.bind(model, params.stand_ins(model)), self.config)
             else:
                 prepared.variant({})
         except (ValueError, ModelError):
@@ -170,7 +181,7 @@ class PreparedModel:
         key = tuple((k, None if v is None else v.tobytes()) for k, v in sorted(values.items()))
         if key not in self._variants:
             model = params.bind(self.model, values) if values else self.model
-            graph = fe.lower_model(model, model.name)
+            graph = lower(model, self.device.config)
             single, pair = sched.choose(graph, self.device.config, self.preference)
             names = dict(zip(model.main.input_indexes, fe.io_names(model.main)[0]))
             self._variants[key] = _Variant(single, pair, names)

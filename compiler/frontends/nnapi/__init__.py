@@ -59,12 +59,13 @@ def io_names(sg: Subgraph) -> tuple[list[str], list[str]]:
 
 
 def translate(sg: Subgraph, numbers: list[int] | None = None, referenced=(),
-              stack: frozenset = frozenset()) -> Translator:
+              stack: frozenset = frozenset(), relaxed: bool = False) -> Translator:
     """The TFLite records of the subgraph's operations; `numbers` are their numbers in the
     model (for messages) when sg holds a part of it; `referenced` the model's subgraphs, which
-    IF/WHILE name; `stack` the subgraphs being translated around this one."""
+    IF/WHILE name; `stack` the subgraphs being translated around this one; `relaxed`: its
+    TENSOR_FLOAT32 operands are computed in fp16."""
     names = [f"op{k}" for k in range(len(sg.operands))]
-    t = Translator(sg, names, list(referenced), stack)
+    t = Translator(sg, names, list(referenced), stack, relaxed)
     unsupported = None      # every operation's rules are checked before support is judged
     for i, op in enumerate(sg.operations):
         t.index, t.op = (numbers[i] if numbers else i), op
@@ -96,11 +97,14 @@ def _translate_one(t: Translator, sg: Subgraph):
         t.invalid(f"operands do not fit its signature ({type(exc).__name__}: {exc})")
 
 
-def lower_model(model: Model, source: str = "<nnapi>") -> Graph:
+def lower_model(model: Model, source: str = "<nnapi>", relax_to_fp16: bool = False) -> Graph:
     """The graph of the model's main subgraph. ModelError: types.spec makes it invalid;
-    UnsupportedError: valid, but not on this device."""
+    UnsupportedError: valid, but not on this device. relax_to_fp16: a model that sets
+    relaxComputationFloat32toFloat16 computes its TENSOR_FLOAT32 operands in fp16 (types.spec
+    allows fp16's range and precision), its float32 inputs and outputs CAST at the edges."""
     sg = model.main
-    return _root(sg, translate(sg, referenced=model.referenced), source)
+    relaxed = relax_to_fp16 and model.relax_computation_float32_to_float16
+    return _root(sg, translate(sg, referenced=model.referenced, relaxed=relaxed), source)
 
 
 def _root(sg: Subgraph, t: Translator, source: str) -> Graph:
@@ -123,7 +127,11 @@ def _lower(sg: Subgraph, t: Translator, source: str, region: bool = False) -> Gr
         if o.type == UINT8 and not region:   # the caller's uint8 bytes, less 128, by a RESCALE
             b.tensor(name, tensor.shape, "int8")
             _unsigned(b, name, L.names[k], o.zero_point, o.zero_point - 128, True)
+        elif t.relaxed and o.type == OperandType.TENSOR_FLOAT32 and not region:
+            b.tensor(name, tensor.shape, "fp32")      # the caller's float32, held in fp16
+            b.op("CAST", [name], tensor.shape, "fp16", {}, L.names[k])
         else:
+            dtype = "fp16" if t.relaxed and o.type == OperandType.TENSOR_FLOAT32 else dtype
             b.tensor(name, tensor.shape, dtype)
             L.names[k] = name
     for j, op in enumerate(tfl.operators):
@@ -146,6 +154,8 @@ def _lower(sg: Subgraph, t: Translator, source: str, region: bool = False) -> Gr
         o = sg.operands[k]
         if o.type == UINT8 and not region:
             _unsigned(b, internal, name, o.zero_point - 128, o.zero_point, False)
+        elif t.relaxed and o.type == OperandType.TENSOR_FLOAT32 and not region:
+            b.op("CAST", [internal], b.shape_of(internal), "fp32", {}, name)
         else:      # a region's outputs have the declared shapes COND_IF/WHILE_LOOP check
             b.reshape(internal, tfl.tensors[k].shape if region else b.shape_of(internal), name)
     return b.graph(ins, outs)
@@ -188,7 +198,8 @@ def index_inputs(sg: Subgraph) -> dict[int, int]:
     return bounds
 
 
-def single_operation(model: Model, i: int, source: str = "<nnapi>") -> Graph:
+def single_operation(model: Model, i: int, source: str = "<nnapi>",
+                     relax_to_fp16: bool = False) -> Graph:
     """Operation i alone, its non-constant tensor inputs as graph inputs, for
     getSupportedOperations' per-operation verdict."""
     sg = model.main
@@ -200,4 +211,5 @@ def single_operation(model: Model, i: int, source: str = "<nnapi>") -> Graph:
         if o.is_tensor and not o.is_constant and o.lifetime != OperandLifeTime.NO_VALUE:
             ins.append(k)
     sub = Subgraph(operands, [op], ins, list(op.outputs))
-    return _root(sub, translate(sub, [i], model.referenced), source)
+    relaxed = relax_to_fp16 and model.relax_computation_float32_to_float16
+    return _root(sub, translate(sub, [i], model.referenced, relaxed=relaxed), source)

@@ -55,7 +55,7 @@ def _region(t, idx: int, sg: Subgraph, role: str, passes: int = 0) -> str:
         sg = Subgraph(sg.operands, sg.operations, sg.input_indexes,
                       sg.output_indexes + sg.input_indexes[-passes:], sg.name)
     try:
-        sub = translate(sg, referenced=t.referenced, stack=t.stack | {idx})
+        sub = translate(sg, referenced=t.referenced, stack=t.stack | {idx}, relaxed=t.relaxed)
     except NpuSimError as exc:
         raise type(exc)(f"{t.where()}: {role} (subgraph {idx}) {exc}") from None
     t.regions.update(sub.regions)

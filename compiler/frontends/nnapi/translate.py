@@ -28,27 +28,33 @@ _TFL_TYPE = {OperandType.TENSOR_QUANT8_ASYMM: "INT8", OperandType.TENSOR_QUANT8_
 UINT8 = OperandType.TENSOR_QUANT8_ASYMM
 
 
-def tfl_tensor(k: int, o, name: str) -> TflTensor:
+def tfl_tensor(k: int, o, name: str, relaxed: bool = False) -> TflTensor:
+    """Operand k as a TFLite tensor; `relaxed`: a TENSOR_FLOAT32 one is held in float16."""
     shift = 128 if o.type == UINT8 else 0
+    half = relaxed and o.type == OperandType.TENSOR_FLOAT32
     data = None
     if o.is_constant and o.is_tensor:
         data = o.data.astype(np.int64) - shift if shift else o.data
         if shift:
             data = data.astype(np.int8)
+        elif half:
+            data = data.astype(np.float16)
     scales = o.channel_scales or ((float(np.float32(o.scale)),) if o.scale else ())
     zps = (o.zero_point - shift,) * max(len(scales), 1)
-    return TflTensor(k, name, tuple(o.dimensions), _TFL_TYPE[o.type], scales, zps,
-                     o.channel_dim, data)
+    return TflTensor(k, name, tuple(o.dimensions), "FLOAT16" if half else _TFL_TYPE[o.type],
+                     scales, zps, o.channel_dim, data)
 
 
 class Translator:
     """Builds the TflModel of one subgraph; ops.py's functions append its operator records."""
 
-    def __init__(self, sg: Subgraph, names: list[str], referenced=(), stack=frozenset()):
+    def __init__(self, sg: Subgraph, names: list[str], referenced=(), stack=frozenset(),
+                 relaxed: bool = False):
         self.sg = sg
         self.referenced, self.stack = list(referenced), frozenset(stack)
+        self.relaxed = relaxed               # TENSOR_FLOAT32 computed in fp16
         self.regions: dict = {}              # region name -> (Subgraph, Translator), control.py
-        self.tensors = [tfl_tensor(k, o, names[k]) for k, o in enumerate(sg.operands)]
+        self.tensors = [tfl_tensor(k, o, names[k], relaxed) for k, o in enumerate(sg.operands)]
         self.operators: list[TflOperator] = []
         self.labels: list[str] = []          # the NNAPI operation of each record, for messages
         self.index = -1                      # the NNAPI operation being translated
