@@ -37,6 +37,7 @@ class Lowering:
         self.handoffs = handoffs
         self.room_slack = room_slack
         self._step = 0                                # steps lowered so far
+        self._moves = 0                               # data-movement steps lowered so far
         self._used: list[tuple[int, int, int]] = []   # (step, lo, hi) of recent steps' buffers
 
     def plan(self, step: Step, budget: int):
@@ -231,7 +232,16 @@ class Lowering:
         return fetch
 
     def _data_movement(self, step: Step):
+        if self._probe is None:
+            self._moves += 1
         DMA_MOVES.lookup(step.main.op, step.main.describe())(self, step)
+
+    def _move_channel(self) -> int:
+        """The queue of a data-movement step's unstaged copies: the activations' queue, and in
+        turn with it the queues no role takes (a fourth channel and beyond), so independent
+        moves (the SLICEs of q, k and v) run side by side instead of one after another."""
+        queues = [self._channel("act")] + list(range(3, self.channels))
+        return queues[self._moves % len(queues)]
 
     def staging_need(self, step: Step, budget: int) -> int:
         """Bytes of workspace a data-movement step's staged copies use (nothing is emitted)."""
@@ -252,7 +262,7 @@ class Lowering:
             self._probe[0] = max(self._probe[0], stage.working_set if stage else 0)
             return
         if stage is None:
-            self.em.copy(src, dst, self._channel("act"))
+            self.em.copy(src, dst, self._move_channel())
             return
         base = self._buffers_at(base, size, stage.working_set)
         bufs = (base, base + align(stage.buffer_bytes))

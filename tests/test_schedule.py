@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from npu_sim.compiler import driver as compiler_driver
+from npu_sim.compiler import lower as compiler_lower
 from npu_sim.compiler import tiling as compiler_tiling
 from npu_sim.compiler.placement import Placement
 from npu_sim.compiler.loader import load_bytes
@@ -156,6 +157,36 @@ def test_attention_schedules_never_beat_the_attainable_bound(network, config):
         program = _compile(zoo.build("transformer")[0], cfg)
     report = _timing(program, cfg)
     assert report.cycles >= report.roofline["attainable"]["cycles"] >= report.roofline["cycles"]
+
+
+def test_layer_norm_steps_between_mac_layers_are_tiled_by_rows():
+    """Not only the vector steps next to a MAC layer: those chained to them through other
+    vector steps (the final layer norm's last step, fed by its reductions) are tiled by rows
+    too, so their loads and stores overlap their compute."""
+    cfg = api.load_config("default")
+    program = _compile(zoo.build("transformer")[0], cfg)
+    tiles = {layer.name: layer.tiles for layer in program.layers}
+    assert tiles["layer0_ln1_center_i32"] > 1 and tiles["final_ln_rescale"] > 1
+
+
+def test_independent_moves_run_on_the_spare_dma_queues(monkeypatch):
+    """With a DMA channel no role takes (large-8k's fourth), data-movement steps alternate
+    between it and the activations' queue: the SLICEs of q, k and v run side by side."""
+    cfg = api.load_config("large-8k")
+    tosa = zoo.build("transformer")[0]
+    program = _compile(tosa, cfg)
+    index = {layer.name: i for i, layer in enumerate(program.layers)}
+    moves = [index[f"layer0_attn_{n}"] for n in "qkv"]
+    queues = {cmd.channel for cmd in program.commands
+              if isinstance(cmd, DmaCopy) and cmd.layer in moves}
+    assert len(queues) == 2
+    spread = _timing(program, cfg)
+    spans = [(row.start, row.end) for row in spread.layers
+             if row.name in {f"layer0_attn_{n}" for n in "qkv"}]
+    assert len(spans) == 3
+    assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
+    monkeypatch.setattr(compiler_lower.Lowering, "_move_channel", lambda self: 0)
+    assert spread.cycles < _timing(_compile(tosa, cfg), cfg).cycles
 
 
 def test_an_elementwise_graph_is_one_vector_program():
