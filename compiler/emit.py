@@ -7,102 +7,73 @@ latest command per engine needs to be waited for.
 """
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from npu_sim.isa.commands import ITEMSIZE, ONCHIP, Compute, DmaCopy, DmaFill, TensorView
 
 
-class _Segments:
-    """Disjoint [lo, hi) segments of one memory with their writer and readers by engine."""
+class _Ranges:
+    """Disjoint [lo, hi) ranges of one memory, each holding a command id: the last writer of
+    those bytes, or the last reader on one engine since they were written. Assigning a range
+    replaces whatever it covers, so the ranges stay as coarse as the accesses."""
 
     def __init__(self):
         self.starts: list[int] = []
-        self.items: list[list] = []          # [lo, hi, writer, {engine: reader}]
+        self.ends: list[int] = []
+        self.ids: list[int] = []
 
-    def _split(self, pos: int) -> int:
-        """Split the segment holding `pos` inside it; the index of the first segment starting
-        at or after pos."""
-        starts, items = self.starts, self.items
-        i = bisect_right(starts, pos) - 1
-        if i >= 0:
-            seg = items[i]
-            if pos < seg[1]:
-                if seg[0] < pos:
-                    items.insert(i + 1, [pos, seg[1], seg[2], dict(seg[3])])
-                    starts.insert(i + 1, pos)
-                    seg[1] = pos
-                    return i + 1
-                return i
-        return i + 1
+    def among(self, lo: int, hi: int) -> list[int]:
+        """The ids held by bytes [lo, hi)."""
+        return self.ids[bisect_right(self.ends, lo):bisect_left(self.starts, hi)]
 
-    def _exact(self, lo: int, hi: int) -> int:
-        """The index of the segment [lo, hi) itself, or -1 (most accesses reuse a buffer)."""
-        i = bisect_right(self.starts, lo) - 1
-        return i if i >= 0 and self.starts[i] == lo and self.items[i][1] == hi else -1
-
-    def read(self, lo, hi, engine, cmd_id):
-        i = self._exact(lo, hi)
-        if i >= 0:
-            self.items[i][3][engine] = cmd_id
+    def assign(self, lo: int, hi: int, cmd_id: int | None):
+        """Bytes [lo, hi) now hold cmd_id (None: nothing)."""
+        starts, ends, ids = self.starts, self.ends, self.ids
+        a, b = bisect_right(ends, lo), bisect_left(starts, hi)
+        if a == b and cmd_id is None:
             return
-        i = self._split(lo)
-        self._split(hi)
-        starts, items = self.starts, self.items
-        covered = lo
-        while i < len(items) and starts[i] < hi:
-            seg = items[i]
-            if seg[0] > covered:
-                items.insert(i, [covered, seg[0], None, {engine: cmd_id}])
-                starts.insert(i, covered)
-                i += 1
-            seg[3][engine] = cmd_id
-            covered = seg[1]
-            i += 1
-        if covered < hi:
-            items.insert(i, [covered, hi, None, {engine: cmd_id}])
-            starts.insert(i, covered)
-
-    def write(self, lo, hi, cmd_id):
-        i = self._exact(lo, hi)
-        if i >= 0:
-            self.items[i] = [lo, hi, cmd_id, {}]
-            return
-        i = self._split(lo)
-        j = self._split(hi)
-        self.starts[i:j] = [lo]
-        self.items[i:j] = [[lo, hi, cmd_id, {}]]
+        new_s, new_e, new_i = [], [], []
+        if a < b and starts[a] < lo:                # the part of the first range before lo
+            new_s.append(starts[a])
+            new_e.append(lo)
+            new_i.append(ids[a])
+        if cmd_id is not None:
+            new_s.append(lo)
+            new_e.append(hi)
+            new_i.append(cmd_id)
+        if a < b and ends[b - 1] > hi:              # the part of the last range after hi
+            new_s.append(hi)
+            new_e.append(ends[b - 1])
+            new_i.append(ids[b - 1])
+        starts[a:b], ends[a:b], ids[a:b] = new_s, new_e, new_i
 
 
-def _views(cmd) -> tuple[list[TensorView], list[TensorView]]:
-    """(reads, writes) of a command."""
-    if isinstance(cmd, DmaCopy):
-        return [cmd.src], [cmd.dst]
-    if isinstance(cmd, DmaFill):
-        return [], [cmd.dst]
-    return list(cmd.inputs.values()), list(cmd.outputs.values())
+class _Memory:
+    """What the emitter knows of one memory: per byte its last writer, and per engine its
+    last reader since that write."""
+
+    def __init__(self):
+        self.writers = _Ranges()
+        self.readers: dict[str, _Ranges] = {}
 
 
 class Emitter:
     def __init__(self):
         self.commands = []
         self.engine_of: list[str] = []          # command id -> its engine
-        self.memories: dict[int, _Segments] = {}
+        self.spans: list[list[tuple]] = []      # command id -> the byte ranges it accesses
+        self.memories: dict[int, _Memory] = {}
         self.layer = -1
         self.prefetching = False        # copies emitted now stage data for later steps
         self._prefetches: set[int] = set()
 
     def _sync(self, reads, writes, engine: str) -> tuple[int, ...]:
         """The dependencies of the next command (on `engine`) reading and writing these views,
-        recorded as its accesses: the latest conflicting command of each engine. (The
-        segment walk of _Segments.collect is inlined: this runs for every operand of every
-        command, twice over with hoist_loads.)"""
-        cmd_id = len(self.commands)
-        memories = self.memories
-        ids: set[int] = set()
-        spans = []
+        recorded as its accesses: the latest conflicting command of each engine."""
+        spans = []                      # (mem, lo, hi, is_write): each view's footprint()
         for views, is_write in ((reads, False), (writes, True)):
-            for v in views:
-                mem, lo, shape, strides, dtype = v      # its footprint(), inlined
+            mine = []
+            for mem, lo, shape, strides, dtype in views:     # footprint(), inlined
                 if 0 in shape:
                     continue
                 hi = lo + ITEMSIZE[dtype]
@@ -111,30 +82,46 @@ class Emitter:
                         hi += (d - 1) * st
                     else:
                         lo += (d - 1) * st
-                segs = memories.get(mem)
-                if segs is None:
-                    segs = memories[mem] = _Segments()
-                items = segs.items
-                i = bisect_right(segs.starts, lo) - 1
-                if i < 0:
-                    i = 0
-                n = len(items)
-                while i < n:
-                    seg = items[i]
-                    if seg[0] >= hi:
-                        break
-                    if seg[1] > lo:
-                        if seg[2] is not None:
-                            ids.add(seg[2])
-                        if is_write and seg[3]:
-                            ids.update(seg[3].values())
-                    i += 1
-                spans.append((segs, lo, hi, is_write))
-        for segs, lo, hi, is_write in spans:
+                mine.append((mem, lo, hi, is_write))
+            if len(mine) > 1:           # overlapping ranges as one (a stage table's columns)
+                mine.sort()
+                merged = [mine[0]]
+                for span in mine[1:]:
+                    last = merged[-1]
+                    if span[0] == last[0] and span[1] <= last[2]:
+                        merged[-1] = (last[0], last[1], max(last[2], span[2]), is_write)
+                    else:
+                        merged.append(span)
+                mine = merged
+            spans += mine
+        self.spans.append(spans)
+        return self._access(spans, engine)
+
+    def _access(self, spans, engine: str) -> tuple[int, ...]:
+        """_sync() of a command's byte ranges: what they conflict with is found first, then
+        they are recorded (reads before writes)."""
+        cmd_id = len(self.engine_of)
+        memories = self.memories
+        ids: list[int] = []
+        for mem, lo, hi, is_write in spans:
+            m = memories.get(mem)
+            if m is None:
+                m = memories[mem] = _Memory()
+            ids += m.writers.among(lo, hi)
             if is_write:
-                segs.write(lo, hi, cmd_id)
+                for readers in m.readers.values():
+                    ids += readers.among(lo, hi)
+        for mem, lo, hi, is_write in spans:
+            m = memories[mem]
+            if is_write:
+                m.writers.assign(lo, hi, cmd_id)
+                for readers in m.readers.values():
+                    readers.assign(lo, hi, None)
             else:
-                segs.read(lo, hi, engine, cmd_id)
+                readers = m.readers.get(engine)
+                if readers is None:
+                    readers = m.readers[engine] = _Ranges()
+                readers.assign(lo, hi, cmd_id)
         self.engine_of.append(engine)
         if not ids:
             return ()
@@ -203,8 +190,8 @@ def hoist_loads(emitter: Emitter) -> Emitter:
     out = Emitter()
     for i in order:             # the commands are the old emitter's, renumbered in place
         cmd = emitter.commands[i]
-        reads, writes = _views(cmd)
-        cmd.deps = out._sync(reads, writes, cmd.engine)
+        out.spans.append(emitter.spans[i])
+        cmd.deps = out._access(emitter.spans[i], cmd.engine)
         cmd.id = len(out.commands)
         out.commands.append(cmd)
     return out

@@ -150,8 +150,8 @@ class Lowering:
                 first, last = k0 == 0, k0 + kn == space.dims[red]
             box = out.box(tile)
             shape = tuple(n for _, n in box)
-            acc_dtype = attrs.get("acc_dtype", out.dtype)
-            acc = dense(ONCHIP, acc_addr, shape, acc_dtype)
+            if not (first and last):          # partial sums in the accumulator buffer
+                acc = dense(ONCHIP, acc_addr, shape, attrs.get("acc_dtype", out.dtype))
             if not first:
                 inputs["acc_in"] = acc
             if not last:

@@ -57,6 +57,7 @@ class Placement:
             self._place(steps, memory_sizes, in_place=True)
         self.workspaces: list[tuple[int, int]] = []
         self._update_workspaces(len(steps))
+        self._views: dict[tuple, TensorView] = {}    # view() of whole tensors, until stage()
 
     def _update_workspaces(self, n_steps: int):
         """Each step tiles in whatever the resident tensors alive during it leave free."""
@@ -88,6 +89,7 @@ class Placement:
         addr = self._resident.place(size, first, last, limit)
         if addr is None:
             return False
+        self._views.clear()
         if rows is None:
             self.staged[name] = addr
         else:
@@ -266,13 +268,15 @@ class Placement:
         return dense(loc.mem, loc.addr, t.shape, t.dtype)
 
     def view(self, name: str, box=None, dtype: str | None = None) -> TensorView:
-        t = self.graph.tensors[name]
-        loc = self.location(name)
-        full = dense(loc.mem, loc.addr, t.shape, dtype or t.dtype)
+        full = self._views.get((name, dtype))
+        if full is None:
+            t = self.graph.tensors[name]
+            loc = self.location(name)
+            full = self._views[name, dtype] = dense(loc.mem, loc.addr, t.shape, dtype or t.dtype)
         if box is None:
             return full
-        addr = loc.addr + sum(start * s for (start, _), s in zip(box, full.strides))
-        return TensorView(loc.mem, addr, tuple(n for _, n in box), full.strides, full.dtype)
+        addr = full.addr + sum(start * s for (start, _), s in zip(box, full.strides))
+        return TensorView(full.mem, addr, tuple(n for _, n in box), full.strides, full.dtype)
 
     def const_segments(self):
         """(mem, addr, bytes) of every constant placed in the weights memory."""

@@ -60,6 +60,7 @@ class Context:
         self.array = hardware.mac_array
         self.lanes = hardware.vector_unit.lanes
         self.bank_bpc = hardware.sram.bytes_per_cycle * hardware.sram.banks
+        self._work: dict[tuple, float] = {}     # mac_work() by problem (and float dtypes)
 
     def mac_work(self, problem, op=None) -> float:
         """Array cycles of a tile's (kind, m, n, k) problem (isa.opcodes.mac_problem) of MAC
@@ -68,12 +69,21 @@ class Context:
         int8 operands, their reference estimate): folds quantised to the array, each tile's
         fill and drain, operand ports, partial sums that overflow the accumulators."""
         if op is None or "array_acc" not in op.attrs:
-            return array_time(self.array, *problem, bank_bpc=self.bank_bpc).cycles
-        t = self.graph.tensors
-        act, weight, out = (t[n].dtype for n in (op.inputs[0], op.inputs[1], op.outputs[0]))
-        return array_time(self.array, *problem, passes(self.array, act, weight),
-                          (itemsize(act), itemsize(weight), itemsize(out)),
-                          bank_bpc=self.bank_bpc).cycles
+            key = problem
+        else:
+            t = self.graph.tensors
+            key = (problem, *(t[n].dtype for n in (op.inputs[0], op.inputs[1], op.outputs[0])))
+        cycles = self._work.get(key)       # the tiling search asks the same problems often
+        if cycles is None:
+            if key is problem:
+                cycles = array_time(self.array, *problem, bank_bpc=self.bank_bpc).cycles
+            else:
+                act, weight, out = key[1:]
+                cycles = array_time(self.array, *problem, passes(self.array, act, weight),
+                                    (itemsize(act), itemsize(weight), itemsize(out)),
+                                    bank_bpc=self.bank_bpc).cycles
+            self._work[key] = cycles
+        return cycles
 
     def folds(self, channels: str, terms: str = "") -> dict[str, int]:
         """The tile-space dims the array folds: output channels over its columns, reduction
