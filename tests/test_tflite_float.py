@@ -5,6 +5,7 @@ are equal except where TFLite's quotient x / scale lies within an ulp of a half 
 float division: the frontend multiplies by the fp32 reciprocal)."""
 import numpy as np
 import pytest
+from ai_edge_litert.interpreter import OpResolverType
 
 from tflite_support import Model, check_float, float_input, float_output, options, run_both
 
@@ -59,14 +60,15 @@ def test_pools(op, case):
     check_float(m, rng)
 
 
-def _unary(op, shape, opts=None, opts_type=None, seed=0, scale=1.0, out_dtype=F, extra=()):
+def _unary(op, shape, opts=None, opts_type=None, seed=0, scale=1.0, out_dtype=F, extra=(),
+           kernels=OpResolverType.BUILTIN_REF):
     rng = np.random.default_rng(seed)
     m = _model()
     x = _in(m, shape)
     y = m.output(shape, None, None, dtype=out_dtype)
     m.op(op, [x, *extra], [y], opts, opts_type)
     feed = {"in0": (rng.standard_normal(shape) * scale).astype(F)}
-    check_float(m, rng, feed=feed)
+    check_float(m, rng, feed=feed, kernels=kernels)
 
 
 @pytest.mark.parametrize("shape", [(1, 10), (2, 3, 7), (1, 1, 2, 300)])
@@ -84,6 +86,24 @@ def test_softmax(op, shape, beta):
     if op == "LOG_SOFTMAX" and beta != 1.0:
         return
     _unary(op, shape, *opts, seed=shape[-1], scale=3.0)
+
+
+@pytest.mark.parametrize("shape", [(1, 10), (2, 3, 7), (1, 2, 2, 40)])
+def test_l2_normalization(shape):
+    _unary("L2_NORMALIZATION", shape, options("L2NormOptions"), "L2NormOptions", seed=shape[-1],
+           scale=3.0)
+
+
+@pytest.mark.parametrize("shape,radius,bias,alpha,beta", [
+    ((1, 2, 2, 6), 2, 1.0, 1.0, 0.5), ((1, 3, 3, 12), 3, 2.0, 0.1, 0.75),
+    ((1, 1, 1, 5), 9, 0.5, 0.3, 1.5)])            # a radius past the depth
+def test_local_response_normalization(shape, radius, bias, alpha, beta):
+    """Against TFLite's default kernel: its reference kernel sums the channels [c - r, c + r),
+    one short of TensorFlow's definition, which the default kernel and NNAPI's follow."""
+    _unary("LOCAL_RESPONSE_NORMALIZATION", shape,
+           options("LocalResponseNormalizationOptions", radius=radius, bias=bias, alpha=alpha,
+                   beta=beta), "LocalResponseNormalizationOptions", seed=radius, scale=2.0,
+           kernels=OpResolverType.BUILTIN)
 
 
 @pytest.mark.parametrize("alpha", [0.1, 0.3])

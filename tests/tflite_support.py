@@ -103,9 +103,8 @@ def options(cls_name: str, **fields):
     return o
 
 
-def reference(buf: bytes, feed: dict) -> dict:
-    interp = Interpreter(model_content=buf,
-                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+def reference(buf: bytes, feed: dict, kernels=OpResolverType.BUILTIN_REF) -> dict:
+    interp = Interpreter(model_content=buf, experimental_op_resolver_type=kernels)
     interp.allocate_tensors()
     for d in interp.get_input_details():
         interp.set_tensor(d["index"], feed[d["name"]])
@@ -140,11 +139,12 @@ def random_feed(m: Model, rng) -> dict:
     return feed
 
 
-def run_both(m: Model, rng, cfg: str = "default", feed: dict | None = None):
-    """(feed, TFLite reference outputs, simulated outputs) of a model."""
+def run_both(m: Model, rng, cfg: str = "default", feed: dict | None = None,
+             kernels=OpResolverType.BUILTIN_REF):
+    """(feed, TFLite's outputs (its reference kernels unless `kernels` says), simulated outputs)."""
     buf = m.serialize()
     feed = feed if feed is not None else random_feed(m, rng)
-    ref = reference(buf, feed)
+    ref = reference(buf, feed, kernels)
     c = config(cfg)
     result = api.simulate(api.compile_model(load_tflite_bytes(buf, "single-op.tflite"), c), c, feed)
     return feed, ref, {name: result.outputs[name] for name in ref}
@@ -159,10 +159,10 @@ def float_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def check_float(m: Model, rng, cfg: str = "default", feed: dict | None = None,
-                rtol: float = 1e-5) -> float:
+                rtol: float = 1e-5, kernels=OpResolverType.BUILTIN_REF) -> float:
     """Float outputs within `rtol` of the reference's range, integer outputs equal; returns the
     largest relative error."""
-    _, ref, got = run_both(m, rng, cfg, feed)
+    _, ref, got = run_both(m, rng, cfg, feed, kernels)
     worst = 0.0
     for name, want in ref.items():
         assert got[name].dtype == want.dtype and got[name].shape == want.shape, name

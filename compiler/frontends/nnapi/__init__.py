@@ -30,6 +30,8 @@ OPERATIONS = {
     O.CONV_2D: ops.conv_2d, O.DEPTHWISE_CONV_2D: ops.depthwise_conv_2d,
     O.TRANSPOSE_CONV_2D: ops.transpose_conv_2d, O.GROUPED_CONV_2D: ops.grouped_conv_2d, O.FULLY_CONNECTED: ops.fully_connected,
     O.LOGISTIC: ops.logistic, O.TANH: ops.tanh, O.SOFTMAX: ops.softmax,
+    O.L2_NORMALIZATION: ops.l2_normalization,
+    O.LOCAL_RESPONSE_NORMALIZATION: ops.local_response_normalization,
     O.RELU: lay.relu("RELU"), O.RELU1: lay.relu("RELU_N1_TO_1"), O.RELU6: lay.relu("RELU6"),
     O.PRELU: lay.prelu,
     O.CONCATENATION: lay.concatenation, O.RESHAPE: lay.reshape, O.SQUEEZE: lay.squeeze,

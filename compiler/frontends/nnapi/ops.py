@@ -337,23 +337,59 @@ def softmax(t: Translator):
     beta = t.scalar(1, T.FLOAT32, T.FLOAT16)
     t.need(beta > 0, "beta must be positive")
     rank = len(x.dimensions)
-    axis = -1 if t.is_omitted(2) else t.scalar(2, T.INT32)
-    t.need(-rank <= axis < rank, f"axis {axis} is outside rank {rank}")
+    axis = _axis(t, 2, rank) if t.n_inputs() > 2 else rank - 1
     t.types(Q8F, 0, "o0")
     _fixed_quant(t, 1 / 256, 0)
-    axis %= rank
+    _on_axis(t, "SOFTMAX", axis, beta=float(beta))
+
+
+def _on_axis(t: Translator, builtin: str, axis: int, **options):
+    """A TFLite builtin that works along the last axis, applied along `axis` (the axis swapped
+    with the last by a TRANSPOSE on either side)."""
     x_k, y_k = t.op.inputs[0], t.op.outputs[0]
-    if axis == rank - 1:
-        t.emit("SOFTMAX", [x_k], [y_k], beta=float(beta))
+    dims = t.operand(0).dimensions
+    if axis == len(dims) - 1:
+        t.emit(builtin, [x_k], [y_k], **options)
         return
-    perm = list(range(rank))                 # the axis swapped with the last, and back
+    perm = list(range(len(dims)))
     perm[axis], perm[-1] = perm[-1], perm[axis]
-    shape = [x.dimensions[p] for p in perm]
+    shape = [dims[p] for p in perm]
     a = t.synth(shape, t.tensors[x_k].dtype, like=x_k)
     t.emit("TRANSPOSE", [x_k, t.const(perm)], [a])
     b = t.synth(shape, t.tensors[y_k].dtype, like=y_k)
-    t.emit("SOFTMAX", [a], [b], beta=float(beta))
+    t.emit(builtin, [a], [b], **options)
     t.emit("TRANSPOSE", [b, t.const(perm)], [y_k])
+
+
+def _axis(t: Translator, i: int, rank: int) -> int:
+    """Optional INT32 input i: an axis in [-rank, rank), the last by default."""
+    axis = -1 if t.is_omitted(i) else t.scalar(i, T.INT32)
+    t.need(-rank <= axis < rank, f"axis {axis} is outside rank {rank}")
+    return axis % rank
+
+
+def l2_normalization(t: Translator):
+    t.counts((1, 2))
+    x = t.operand(0)
+    t.need(1 <= len(x.dimensions) <= 4, f"input 0 has rank {len(x.dimensions)}; 1 to 4 allowed")
+    t.out_shape(x.dimensions)
+    axis = _axis(t, 1, len(x.dimensions)) if t.n_inputs() > 1 else len(x.dimensions) - 1
+    t.types(FLOAT_TENSORS, 0, "o0")         # the quantized form is not lowered
+    _on_axis(t, "L2_NORMALIZATION", axis)
+
+
+def local_response_normalization(t: Translator):
+    t.counts((5, 6))
+    x = t.operand(0)
+    t.need(1 <= len(x.dimensions) <= 4, f"input 0 has rank {len(x.dimensions)}; 1 to 4 allowed")
+    t.out_shape(x.dimensions)
+    t.types(FLOAT_TENSORS, 0, "o0")
+    radius = t.scalar(1, T.INT32)
+    t.need(radius >= 0, f"radius {radius} must not be negative")
+    bias, alpha, beta = (float(t.scalar(i, T.FLOAT32, T.FLOAT16)) for i in (2, 3, 4))
+    axis = _axis(t, 5, len(x.dimensions)) if t.n_inputs() > 5 else len(x.dimensions) - 1
+    _on_axis(t, "LOCAL_RESPONSE_NORMALIZATION", axis, radius=radius, bias=bias, alpha=alpha,
+             beta=beta)
 
 
 def dequantize(t: Translator):
