@@ -4,11 +4,13 @@ An engine waits for a command's dependencies and its setup (issued back to back,
 latency overlapping the commands in flight), holds the external memory ports it needs for its
 transfer time and the on-chip banks its views touch (npu_sim/banks.py) for the cycles its
 on-chip bytes occupy them, then applies the command to the modelled memories. External ports
-are one-port simpy resources and banks one-port FCFS reservations, so engines sharing them slow
-each other. A few simpy events per command (its bursts): never per cycle.
+are one-port FIFO resources (Port: simpy.Resource's order of service, with fewer events) and
+banks one-port FCFS reservations, so engines sharing them slow each other. A few simpy events
+per command (its bursts): never per cycle.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,10 +95,12 @@ class Machine:
         # A command's completion event exists only once something has to wait for it.
         done: list[simpy.Event | None] = [None] * n
         finished = [False] * n
-        ports = [None] + [simpy.Resource(env, capacity=1) for _ in self.program.memories]
+        ports = [None] + [Port(env) for _ in self.program.memories]
         # A bank is one port: FCFS reservations of its time, booked when a burst starts (the
         # same order a one-port simpy resource would serve, without its events).
         bank_free = [0] * self.config.sram.banks
+        timeout, peek = env.timeout, env.peek
+        values = mem is not None
 
         def engine(cmds):
             issued = 0             # when the engine's front end finished the previous command
@@ -112,7 +116,7 @@ class Machine:
                 if hazards is not None:
                     hazards.start(cmd, now)
                 host_done = False
-                if mem is not None and getattr(cmd, "unit", "") == "host":
+                if values and cmd.engine == "host":
                     # The host runs the operator first: its time depends on the work it did.
                     costs[i] = self.cost_model.host_with_work(cmd, execute(cmd, mem))
                     host_done = True
@@ -121,40 +125,48 @@ class Machine:
                 # ready, while earlier ones still work; memory latency then overlaps the
                 # transfers in flight (requests are pipelined), so a queue of short DMAs pays
                 # each latency once, not in turn.
-                ready = max([end[d] for d in deps]) if deps else 0
-                issued = max(ready, issued) + c.setup - c.latency
-                wait = max(issued + c.latency - now, 0)
-                if not c.ports and not c.bank_cycles:
-                    yield env.timeout(wait + c.busy)
+                if deps:
+                    ready = max([end[d] for d in deps])
+                    if ready > issued:
+                        issued = ready
+                issued += c.setup - c.latency
+                wait = issued + c.latency - now
+                if wait < 0:
+                    wait = 0
+                held = c.ports
+                if not held and not c.bank_cycles:
+                    yield timeout(wait + c.busy)
                 else:
                     if wait:
-                        yield env.timeout(wait)
+                        yield timeout(wait)
                     # Long commands hold their ports and banks burst by burst, so concurrent
                     # ones share them instead of queueing behind each other whole; each burst
                     # books its banks for its share of the bank cycles once it has its ports.
-                    bursts = min(MAX_BURSTS, max(1, c.busy // BURST_CYCLES))
+                    busy, occupied = c.busy, c.bank_cycles
+                    bursts = min(MAX_BURSTS, max(1, busy // BURST_CYCLES))
                     for b in range(bursts):
-                        span = c.busy * (b + 1) // bursts - c.busy * b // bursts
-                        occupy = c.bank_cycles * (b + 1) // bursts - c.bank_cycles * b // bursts
-                        held = []
-                        for p in c.ports:
-                            req = ports[p].request()
-                            yield req
-                            held.append((p, req))
-                        until = env.now + span
+                        for p in held:
+                            req = ports[p].request(peek)
+                            if req is not None:
+                                yield req
+                        now = env.now
+                        until = now + busy * (b + 1) // bursts - busy * b // bursts
+                        occupy = occupied * (b + 1) // bursts - occupied * b // bursts
                         if occupy:
-                            booked = max(env.now, max(bank_free[k] for k in c.banks)) + occupy
+                            booked = max([bank_free[k] for k in c.banks])
+                            booked = (booked if booked > now else now) + occupy
                             for k in c.banks:
                                 bank_free[k] = booked
-                            until = max(until, booked)
-                        yield env.timeout(until - env.now)
-                        for p, req in held:
-                            ports[p].release(req)
-                if mem is not None and not host_done:
+                            if booked > until:
+                                until = booked
+                        yield timeout(until - now)
+                        for p in held:
+                            ports[p].release()
+                if values and not host_done:
                     execute(cmd, mem)
-                end[i] = env.now
+                end[i] = now = env.now
                 if hazards is not None:
-                    hazards.end(cmd, end[i])
+                    hazards.end(cmd, now)
                 finished[i] = True
                 if done[i] is not None:
                     done[i].succeed()
@@ -170,6 +182,40 @@ class Machine:
             self.state = {b.name: mem.array(b.view).copy() for b in self.program.variables}
             result.state = dict(self.state)
         return result
+
+
+class Port:
+    """One external memory port, served first come, first served: simpy.Resource(capacity=1)'s
+    order of service, with events only where a process has to wait for it."""
+
+    __slots__ = ("env", "busy", "queue")
+
+    def __init__(self, env: simpy.Environment):
+        self.env, self.busy, self.queue = env, False, deque()
+
+    def request(self, peek):
+        """The event that grants the port, or None when it is granted at once: free, nobody
+        queued, and nothing else due now (simpy would resume the caller next anyway)."""
+        env = self.env
+        if not self.busy and not self.queue and peek() > env.now:
+            self.busy = True
+            return None
+        ev = env.event()
+        self.queue.append(ev)
+        self._grant()
+        return ev
+
+    def _grant(self, _event=None):
+        if not self.busy and self.queue:
+            self.busy = True
+            self.queue.popleft().succeed()
+
+    def release(self):
+        self.busy = False
+        if self.queue:     # as simpy, the next in line is granted when the release is processed
+            ev = self.env.event()
+            ev.callbacks.append(self._grant)
+            ev.succeed()
 
 
 def command_traffic(cmd) -> list[tuple[int, int, int]]:
