@@ -35,6 +35,7 @@ class Cost:
     banks: tuple[int, ...] = ()  # on-chip banks the command's views touch
     bank_cycles: int = 0       # of busy, the cycles its on-chip bytes occupy those banks
     reread: int = 0            # on-chip bytes read beyond its views' (operands re-streamed)
+    traffic: tuple = ()        # (memory id, bytes read, bytes written) of its views
 
 
 def cmd_dtype(cmd: Compute) -> str:
@@ -73,29 +74,49 @@ class CostModel:
             config.memory_bytes_per_cycle(n) for n in memory_names]
         self.mem_latency = [1] + [config.memory_latency_cycles(n) for n in memory_names]
         self.cpu_ratio = config.clock_mhz / config.cpu_baseline.clock_mhz
-        # A DMA's or MAC command's cost is a function of its views (and a MAC's opcode and
-        # stride) alone; tiles repeat them, so each distinct one is costed once. Costs are
-        # never modified after they are made.
+        # A DMA's, MAC or vector command's cost is a function of its views (and a compute
+        # command's opcode and attributes) alone, and of a view's address only through the banks
+        # it touches, which repeat every `interleave x banks` bytes; tiles repeat all of them,
+        # so each distinct command is costed once. Costs are never modified after they are made.
         self._known: dict[tuple, Cost] = {}
+        self._period = config.sram.interleave * config.sram.banks
+
+    def _site(self, v: TensorView | None):
+        """What of a view its cost depends on: all but the address, of which only the offset
+        within the bank period on chip (an external memory's rate ignores alignment)."""
+        if v is None:
+            return None
+        mem, addr, shape, strides, dtype = v
+        return (mem, addr % self._period if mem == 0 else 0, shape, strides, dtype)
 
     def of(self, cmd) -> Cost:
+        site = self._site
         if isinstance(cmd, (DmaCopy, DmaFill)):
-            return self._memo((cmd.src if isinstance(cmd, DmaCopy) else None, cmd.dst),
-                              self._dma, cmd)
-        if cmd.unit == "mac":
-            return self._memo((cmd.op, tuple(cmd.inputs.items()), tuple(cmd.outputs.items()),
-                               tuple(cmd.attrs.get("stride", (1, 1)))), self._mac, cmd)
-        if cmd.unit == "vector":
-            return self._vector(cmd)
-        return self._host(cmd)
+            return self._memo((site(cmd.src) if isinstance(cmd, DmaCopy) else None,
+                               site(cmd.dst)), self._dma, cmd)
+        if cmd.unit == "host":
+            return self._traced(self._host, cmd)
+        mac = cmd.unit == "mac"
+        # a MAC command's cost depends of its attributes on the stride alone
+        return self._memo((cmd.op, tuple((k, site(v)) for k, v in cmd.inputs.items()),
+                           tuple((k, site(v)) for k, v in cmd.outputs.items()),
+                           tuple(cmd.attrs.get("stride", (1, 1))) if mac
+                           else tuple(cmd.attrs.items())),
+                          self._mac if mac else self._vector, cmd)
 
     def _memo(self, key: tuple, cost_of, cmd) -> Cost:
         try:
             cost = self._known.get(key)
-        except TypeError:              # a view built with lists: costed each time
-            return cost_of(cmd)
+        except TypeError:              # a view or attribute built with lists: costed each time
+            return self._traced(cost_of, cmd)
         if cost is None:
-            cost = self._known[key] = cost_of(cmd)
+            cost = self._known[key] = self._traced(cost_of, cmd)
+        return cost
+
+    @staticmethod
+    def _traced(cost_of, cmd) -> Cost:
+        cost = cost_of(cmd)
+        cost.traffic = command_traffic(cmd)
         return cost
 
     def _dma(self, cmd) -> Cost:
@@ -162,7 +183,7 @@ class CostModel:
         base = self._host(cmd)
         extra = elements / self.cfg.cpu_baseline.ops_per_cycle * self.cpu_ratio
         return Cost(base.setup, base.busy + math.ceil(extra), base.ports, base.macs,
-                    base.elements + elements)
+                    base.elements + elements, traffic=command_traffic(cmd))
 
     def _host(self, cmd: Compute) -> Cost:
         cpu = self.cfg.cpu_baseline
@@ -173,3 +194,13 @@ class CostModel:
         ports = tuple(sorted({v.mem for v in list(cmd.inputs.values()) + list(cmd.outputs.values())
                               if v.mem}))
         return Cost(0, max(1, math.ceil(cpu_cycles * self.cpu_ratio)), ports, elements=work)
+
+
+def command_traffic(cmd) -> tuple[tuple[int, int, int], ...]:
+    """(memory id, bytes read, bytes written) of a command, for energy and bandwidth figures."""
+    if isinstance(cmd, DmaCopy):
+        return (cmd.src.mem, cmd.src.nbytes, 0), (cmd.dst.mem, 0, cmd.dst.nbytes)
+    if isinstance(cmd, Compute):
+        return tuple([(v.mem, v.nbytes, 0) for v in cmd.inputs.values()] + [
+            (v.mem, 0, v.nbytes) for v in cmd.outputs.values()])
+    return ((cmd.dst.mem, 0, cmd.dst.nbytes),)

@@ -13,7 +13,6 @@ import numpy as np
 from npu_sim.isa.commands import DmaCopy, DmaFill
 
 from .cost import cmd_dtype
-from .simulator import command_traffic
 
 
 @dataclass
@@ -36,10 +35,10 @@ def count_events(program, costs) -> Events:
     for cmd in program.commands:
         row = cmd.layer if 0 <= cmd.layer < rows - 1 else rows - 1
         counts = traffic[row]
-        for mem, read, written in command_traffic(cmd):
+        cost = costs[cmd.id]
+        for mem, read, written in cost.traffic:
             counts[2 * mem] += read
             counts[2 * mem + 1] += written
-        cost = costs[cmd.id]
         if isinstance(cmd, (DmaCopy, DmaFill)):
             dma[row] += cmd.dst.nbytes
         elif cmd.unit == "mac":

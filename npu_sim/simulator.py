@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from npu_sim.isa.commands import Compute, DmaCopy
 from npu_sim.isa.dtypes import STORAGE, accepts, as_storage
 from npu_sim.isa.errors import InputError
 from npu_sim.isa.program import Program
@@ -216,13 +215,3 @@ class Port:
             ev = self.env.event()
             ev.callbacks.append(self._grant)
             ev.succeed()
-
-
-def command_traffic(cmd) -> list[tuple[int, int, int]]:
-    """(memory id, bytes read, bytes written) of a command, for energy and bandwidth figures."""
-    if isinstance(cmd, DmaCopy):
-        return [(cmd.src.mem, cmd.src.nbytes, 0), (cmd.dst.mem, 0, cmd.dst.nbytes)]
-    if isinstance(cmd, Compute):
-        return [(v.mem, v.nbytes, 0) for v in cmd.inputs.values()] + [
-            (v.mem, 0, v.nbytes) for v in cmd.outputs.values()]
-    return [(cmd.dst.mem, 0, cmd.dst.nbytes)]

@@ -32,7 +32,7 @@ from npu_sim.isa.asm import mnemonic
 from npu_sim.isa.commands import Compute, DmaCopy, DmaFill
 from npu_sim.isa.errors import InputError
 
-from .simulator import command_traffic
+from .cost import command_traffic
 
 PID = 1
 COARSE_BINS = 1000          # counter resolution of a coarse trace
