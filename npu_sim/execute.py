@@ -38,14 +38,15 @@ def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
     if out_name == "acc_out":
         out[...] = _wrap_acc(acc, a["acc_dtype"])
         return
-    has_scale = "multiplier" in x
+    stage = dict(bias=x.get("bias"), multiplier=x.get("multiplier"), shift=x.get("shift"),
+                 scale32=a.get("scale32", True), rounding_mode=a.get("rounding_mode", "SINGLE_ROUND"),
+                 per_channel=True, output_zp=a.get("output_zp", 0), clamp=a.get("clamp"),
+                 out_dtype=out.dtype, acc_dtype=a["acc_dtype"])
+    if acc.size <= STAGE_CHUNK:         # a tile's sums in one pass
+        out[...] = dp.output_stage(acc, **stage)
+        return
     for part in _chunks(acc.shape):
-        out[part] = dp.output_stage(
-            acc[part], bias=x.get("bias"), multiplier=x.get("multiplier") if has_scale else None,
-            shift=x.get("shift") if has_scale else None, scale32=a.get("scale32", True),
-            rounding_mode=a.get("rounding_mode", "SINGLE_ROUND"), per_channel=True,
-            output_zp=a.get("output_zp", 0), clamp=a.get("clamp"), out_dtype=out.dtype,
-            acc_dtype=a["acc_dtype"])
+        out[part] = dp.output_stage(acc[part], **stage)
 
 
 def _chunks(shape):

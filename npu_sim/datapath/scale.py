@@ -13,6 +13,7 @@ _M32 = (1 << 32) - 1
 # Bit width of the TOSA type each storage dtype carries (int64 holds int48 in this package).
 _BITS = {np.dtype(np.int8): 8, np.dtype(np.int16): 16, np.dtype(np.int32): 32, np.dtype(np.int64): 48}
 _UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+_INT32_EXACT = (np.dtype(np.int32), np.dtype(np.float32))
 
 ROUNDING_MODES = ("SINGLE_ROUND", "DOUBLE_ROUND", "INEXACT_ROUND")
 
@@ -119,6 +120,12 @@ def _saturate(r, lo: int, hi: int) -> np.ndarray:
     return np.minimum(np.maximum(r, lo), hi)
 
 
+def _saturated(r: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """_saturate in place, of a temporary of the caller's own."""
+    np.maximum(r, lo, out=r)
+    return np.minimum(r, hi, out=r)
+
+
 def _rescaled(x, multiplier, shift, input_zp, output_zp, scale32: bool, rounding_mode: str,
               per_channel: bool, input_unsigned: bool, out_bits: int,
               output_unsigned: bool) -> np.ndarray:
@@ -136,7 +143,10 @@ def _rescaled(x, multiplier, shift, input_zp, output_zp, scale32: bool, rounding
         r = apply_scale_32(v, m, s, rounding_mode == "DOUBLE_ROUND", value_bound=bound)
     else:
         r = apply_scale_16(v, m, s)
-    return r + _extend_zp(output_zp, out_bits, output_unsigned)
+    zp = _extend_zp(output_zp, out_bits, output_unsigned)
+    if zp:
+        r += zp                  # r is the scaling's own new array
+    return r
 
 
 def _narrowed(r, out_dtype, out_bits: int, output_unsigned: bool) -> np.ndarray:
@@ -157,7 +167,7 @@ def rescale(x, multiplier, shift, input_zp, output_zp, *, scale32: bool, roundin
     r = _rescaled(x, multiplier, shift, input_zp, output_zp, scale32, rounding_mode, per_channel,
                   input_unsigned, out_bits, output_unsigned)
     lo, hi = (0, (1 << out_bits) - 1) if output_unsigned else signed_range(out_bits)
-    return _narrowed(_saturate(r, lo, hi), out_dtype, out_bits, output_unsigned)
+    return _narrowed(_saturated(r, lo, hi), out_dtype, out_bits, output_unsigned)
 
 
 def output_stage(acc, *, bias=None, multiplier=None, shift=None, scale32: bool = True,
@@ -170,13 +180,21 @@ def output_stage(acc, *, bias=None, multiplier=None, shift=None, scale32: bool =
     int48 ones to the int48 range; both are reproduced here.
     """
     a = np.asarray(acc)
-    if bias is not None or a.dtype != np.int64:     # an int64 copy of its own
+    if acc_dtype == "int32" and a.dtype in _INT32_EXACT:
+        # Sums that int32 holds (float32 ones are exact integers below 2^24, as the MAC
+        # kernels' float32 plans prove): an int32 add wraps as the register does, the same as
+        # adding in int64 and wrapping after.
+        a = a.astype(np.int32)
+        if bias is not None:
+            a += np.asarray(bias).reshape(-1).astype(np.int32)
+    elif bias is not None or a.dtype != np.int64:     # an int64 copy of its own
         a = a.astype(np.int64)
         if bias is not None:
             # [OC] or [1] along the last axis; int64 first: a mixed-type add costs more
             a += np.asarray(bias).reshape(-1).astype(np.int64)
     if acc_dtype == "int32":
-        a = a.astype(np.int32)                       # two's-complement wrap
+        if a.dtype != np.int32:
+            a = a.astype(np.int32)                   # two's-complement wrap
     elif acc_dtype == "int48":
         a = _saturate(a, *signed_range(48))
     else:
@@ -193,7 +211,7 @@ def output_stage(acc, *, bias=None, multiplier=None, shift=None, scale32: bool =
             lo, hi, clamp = clamp[0], clamp[1], None   # the clamp within the type: one saturation
         r = _rescaled(a, multiplier, shift, 0, output_zp, scale32, rounding_mode, per_channel,
                       False, bits, output_unsigned)
-        r = _narrowed(_saturate(r, lo, hi), out_dtype, bits, output_unsigned)
+        r = _narrowed(_saturated(r, lo, hi), out_dtype, bits, output_unsigned)
     if clamp is not None:
         r = np.clip(r, clamp[0], clamp[1]).astype(r.dtype)
     return r

@@ -3,6 +3,7 @@ opcode) and each operator as one of its micro-ops, and their whole-tensor host e
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 import numpy as np
 
@@ -21,6 +22,8 @@ _DIRECT = ("ADD", "SUB", "MUL", "ARITHMETIC_RIGHT_SHIFT", "LOGICAL_LEFT_SHIFT",
            "POW", "CEIL", "FLOOR", "EXP", "LOG", "RECIPROCAL", "RSQRT", "SIN", "COS", "ERF",
            "SIGMOID", "TANH")
 _MICRO_ATTRS = ("shift", "round", "input_zp", "output_zp", "nan_mode")
+# A layer's tiles share one chain program: each text is parsed once (callers only read it).
+_parsed = lru_cache(maxsize=256)(json.loads)
 
 
 @VECTOR_KERNELS.register("elementwise")
@@ -28,7 +31,7 @@ def run_program(x: dict, a: dict, out: np.ndarray):
     """Run a chain: each micro-op reads operands (in*, c*) or earlier results (%i); the
     intermediates stay in the unit's registers, only the last result is written."""
     results: list[np.ndarray] = []
-    for u in json.loads(a["program"]):
+    for u in _parsed(a["program"]):
         args = [results[int(r[1:])] if r[0] == "%" else x[r] for r in u["args"]]
         tables = [x[t] for t in u["tables"]]
         results.append(MICRO_OPS[u["fn"]](args, tables, u, STORAGE[u["dtype"]]))
@@ -41,7 +44,7 @@ def program_work(cmd) -> dict:
     count = next(iter(cmd.outputs.values())).count
     work: dict[str, int] = {}
     made: list[str] = []            # each micro-op's result dtype
-    for u in json.loads(cmd.attrs["program"]):
+    for u in _parsed(cmd.attrs["program"]):
         types = [made[int(r[1:])] if r[0] == "%" else cmd.inputs[r].dtype for r in u["args"]]
         made.append(u["dtype"])
         # a micro-op computes in float when an operand or its result is float (CAST included)
