@@ -44,7 +44,7 @@ POOLS = [((1, 8, 8, 4), (2, 2), (2, 2), VALID, 0), ((1, 9, 7, 3), (3, 3), (2, 2)
 
 
 @pytest.mark.parametrize("case", POOLS)
-@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
+@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D"])
 def test_pools(op, case):
     shape, k, s, pad, act = case
     rng = np.random.default_rng(len(str(case)))
@@ -88,6 +88,42 @@ def test_softmax(op, shape, beta):
     _unary(op, shape, *opts, seed=shape[-1], scale=3.0)
 
 
+@pytest.mark.parametrize("op,positive", [("ABS", False), ("NEG", False), ("EXP", False),
+                                         ("SIN", False), ("COS", False), ("LOG", True),
+                                         ("RSQRT", True), ("SQRT", True)])
+def test_float_math(op, positive):
+    """Inputs of magnitude up to ~6 (within a few ulp of TFLite's libm), positive for LOG,
+    RSQRT and SQRT, with an exact zero for SQRT."""
+    rng = np.random.default_rng(len(op))
+    shape = (2, 3, 9)
+    v = (rng.standard_normal(shape) * 2).astype(F)
+    if positive:
+        v = np.abs(v) + F(0.01)
+    if op == "SQRT":
+        v[0, 0, 0] = 0.0
+    m = _model()
+    y = _out(m, shape)
+    m.op(op, [_in(m, shape)], [y])
+    check_float(m, rng, feed={"in0": v})
+
+
+@pytest.mark.parametrize("op,opts", [("DIV", "DivOptions"), ("POW", None)])
+def test_div_and_pow(op, opts):
+    rng = np.random.default_rng(len(op))
+    m = _model()
+    x, e = _in(m, (2, 3, 5)), _in(m, (1, 1, 5))
+    y = _out(m, (2, 3, 5))
+    if opts:
+        m.op(op, [x, e], [y], options(opts, fusedActivationFunction=RELU), opts)
+    else:
+        m.op(op, [x, e], [y])
+    base = rng.standard_normal((2, 3, 5)).astype(F)
+    other = rng.uniform(0.5, 2.0, (1, 1, 5)).astype(F)
+    if op == "POW":                      # a positive base: real powers
+        base = np.abs(base) + F(0.1)
+    check_float(m, rng, feed={"in0": base, "in1": other})
+
+
 @pytest.mark.parametrize("shape", [(1, 10), (2, 3, 7), (1, 2, 2, 40)])
 def test_l2_normalization(shape):
     _unary("L2_NORMALIZATION", shape, options("L2NormOptions"), "L2NormOptions", seed=shape[-1],
@@ -122,7 +158,7 @@ def test_prelu(alpha_shape):
     check_float(m, rng)
 
 
-@pytest.mark.parametrize("op", ["MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN"])
+@pytest.mark.parametrize("op", ["MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"])
 @pytest.mark.parametrize("shape,axes,keep", [((1, 6, 6, 4), (1, 2), True), ((2, 5, 7), (2,), False),
                                              ((3, 4, 5), (0, 2), True)])
 def test_reductions(op, shape, axes, keep):

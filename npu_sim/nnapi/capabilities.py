@@ -30,7 +30,7 @@ from npu_sim.compiler.frontends.nnapi.model import OperandType as T
 
 from ..config import HardwareConfig
 from .builder import ModelBuilder
-from .device import lower, relaxes_to_fp16
+from .lowering import lower, relaxes_to_fp16
 from .hal import UNSUPPORTED, Capabilities, ExecutionPreference, OperandPerformance, PerformanceInfo
 
 

@@ -117,7 +117,7 @@ def cmd_cts(args) -> int:
 def preference_table(model, cfg) -> list[dict]:
     """Every preference's schedule of the model: cycles, time and energy per execution."""
     from . import schedule
-    from .device import lower
+    from .lowering import lower
     from .hal import ExecutionPreference
     graph = lower(model, cfg)
     rows = []

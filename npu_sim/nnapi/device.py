@@ -16,18 +16,9 @@ from ..config import HardwareConfig, load_config
 from ..report import build_report
 from ..simulator import Machine
 from . import schedule as sched
+from .lowering import lower, lower_operation
 from .hal import (UINT64_MAX, ErrorStatus, ExecutionPreference, MeasureTiming, OutputShape,
                   Priority, Request, Timing)
-
-
-def relaxes_to_fp16(cfg: HardwareConfig) -> bool:
-    """Whether the device computes a relaxed model's float32 in fp16: when its MAC array has
-    an fp16 mode (fp16 halves the bytes; large-8k runs it at 4x its fp32 rate)."""
-    return "fp16xfp16" in cfg.mac_array.precision
-
-
-def lower(model, cfg: HardwareConfig):
-    return fe.lower_model(model, model.name, relaxes_to_fp16(cfg))
 
 
 def _compile(graph, cfg: HardwareConfig):
@@ -78,8 +69,7 @@ class Device:
         verdicts = []
         for i in range(len(ops)):
             try:
-                _compile(fe.single_operation(model, i, model.name, relaxes_to_fp16(self.config)),
-                         self.config)
+                _compile(lower_operation(model, i, self.config), self.config)
                 verdicts.append((True, ""))
             except NpuSimError as exc:
                 verdicts.append((False, _reason(exc)))

@@ -88,7 +88,7 @@ def _is_implicit(t: Translator, short: int, bool_at: int) -> bool:
                                      t.operand(bool_at).type == T.BOOL)
 
 
-def pool(builtin: str):
+def pool(builtin: str, types=Q8F):
     def lower(t: Translator):
         t.counts((7, 8, 10, 11))
         implicit = _is_implicit(t, 7, 7)
@@ -99,7 +99,7 @@ def pool(builtin: str):
         n, ih, iw, c = _nhwc(t.operand(0).dimensions, nchw)
         oh, ow = _out_hw(t, opts, ih, iw, opts["filter_height"], opts["filter_width"])
         t.out_shape((n, c, oh, ow) if nchw else (n, oh, ow, c))
-        t.types(Q8F, 0, "o0")
+        t.types(types, 0, "o0")
         x, y, done = _io(t, nchw)
         t.emit(builtin, [x], [y], **opts)
         done()
@@ -279,13 +279,13 @@ def _broadcast(t: Translator, a, b):
         t.invalid(f"dimensions {list(a.dimensions)} and {list(b.dimensions)} do not broadcast")
 
 
-def binary(builtin: str, fused: bool = True, requant: bool = False):
+def binary(builtin: str, fused: bool = True, requant: bool = False, types=None):
     def lower(t: Translator):
         t.counts((3,) if fused else (2,))
         a, b = t.operand(0), t.operand(1)
         t.out_shape(_broadcast(t, a, b))
         opts = {"fused_activation_function": _act(t, 2)} if fused else {}
-        kind = t.types(Q8F if fused else Q8_INT | FLOAT_TENSORS, 0, 1, "o0")
+        kind = t.types(types or (Q8F if fused else Q8_INT | FLOAT_TENSORS), 0, 1, "o0")
         ins = list(t.op.inputs[:2])
         if requant and kind in Q8:      # MAXIMUM/MINIMUM requantize each input to the output's
             ins = [_requantized(t, k, t.op.outputs[0]) for k in ins]
@@ -337,10 +337,21 @@ def softmax(t: Translator):
     beta = t.scalar(1, T.FLOAT32, T.FLOAT16)
     t.need(beta > 0, "beta must be positive")
     rank = len(x.dimensions)
-    axis = _axis(t, 2, rank) if t.n_inputs() > 2 else rank - 1
+    axis = _axis_input(t, 2, rank) if t.n_inputs() > 2 else rank - 1
     t.types(Q8F, 0, "o0")
     _fixed_quant(t, 1 / 256, 0)
     _on_axis(t, "SOFTMAX", axis, beta=float(beta))
+
+
+def log_softmax(t: Translator):
+    t.counts((3,))
+    x = t.operand(0)
+    t.out_shape(x.dimensions)
+    beta = t.scalar(1, T.FLOAT32, T.FLOAT16)
+    t.need(beta > 0, "beta must be positive")
+    axis = _axis_input(t, 2, len(x.dimensions))
+    t.types(FLOAT_TENSORS, 0, "o0")
+    _on_axis(t, "LOG_SOFTMAX", axis, beta=float(beta))
 
 
 def _on_axis(t: Translator, builtin: str, axis: int, **options):
@@ -361,7 +372,7 @@ def _on_axis(t: Translator, builtin: str, axis: int, **options):
     t.emit("TRANSPOSE", [b, t.const(perm)], [y_k])
 
 
-def _axis(t: Translator, i: int, rank: int) -> int:
+def _axis_input(t: Translator, i: int, rank: int) -> int:
     """Optional INT32 input i: an axis in [-rank, rank), the last by default."""
     axis = -1 if t.is_omitted(i) else t.scalar(i, T.INT32)
     t.need(-rank <= axis < rank, f"axis {axis} is outside rank {rank}")
@@ -373,7 +384,7 @@ def l2_normalization(t: Translator):
     x = t.operand(0)
     t.need(1 <= len(x.dimensions) <= 4, f"input 0 has rank {len(x.dimensions)}; 1 to 4 allowed")
     t.out_shape(x.dimensions)
-    axis = _axis(t, 1, len(x.dimensions)) if t.n_inputs() > 1 else len(x.dimensions) - 1
+    axis = _axis_input(t, 1, len(x.dimensions)) if t.n_inputs() > 1 else len(x.dimensions) - 1
     t.types(FLOAT_TENSORS, 0, "o0")         # the quantized form is not lowered
     _on_axis(t, "L2_NORMALIZATION", axis)
 
@@ -387,7 +398,7 @@ def local_response_normalization(t: Translator):
     radius = t.scalar(1, T.INT32)
     t.need(radius >= 0, f"radius {radius} must not be negative")
     bias, alpha, beta = (float(t.scalar(i, T.FLOAT32, T.FLOAT16)) for i in (2, 3, 4))
-    axis = _axis(t, 5, len(x.dimensions)) if t.n_inputs() > 5 else len(x.dimensions) - 1
+    axis = _axis_input(t, 5, len(x.dimensions)) if t.n_inputs() > 5 else len(x.dimensions) - 1
     _on_axis(t, "LOCAL_RESPONSE_NORMALIZATION", axis, radius=radius, bias=bias, alpha=alpha,
              beta=beta)
 

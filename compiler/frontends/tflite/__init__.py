@@ -8,7 +8,7 @@ from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 
 from npu_sim.compiler.ir import Graph
 
-from . import elementwise, floats, layout, mac, norms, pool, reduce, softmax, unary
+from . import elementwise, floats, fmath, layout, mac, norms, pool, reduce, softmax, unary
 from .context import FLOATS, Lowering
 from .reader import read_model
 
@@ -32,7 +32,7 @@ BUILTINS = {
 }
 # builtins whose float32 form (or float edge) lowers apart; the data-layout builtins, REDUCE_MAX
 # and REDUCE_MIN, GATHER and RESIZE_NEAREST_NEIGHBOR serve every type from BUILTINS
-FLOAT_BUILTINS = {**floats.BUILTINS, **norms.BUILTINS}
+FLOAT_BUILTINS = {**floats.BUILTINS, **fmath.BUILTINS, **norms.BUILTINS}
 
 
 def load_tflite_bytes(buf: bytes, source: str = "<bytes>") -> Graph:

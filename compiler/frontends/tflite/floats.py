@@ -33,7 +33,7 @@ from .mac import VALID, batch_operands, conv_window, spatial_input, transpose_wi
 F32 = np.float32
 
 
-def _k(L: Lowering, value: float, rank: int) -> str:
+def konst(L: Lowering, value: float, rank: int) -> str:
     return L.b.bcast(value, L.ftype, rank)
 
 
@@ -45,7 +45,7 @@ def _activate(L: Lowering, y: str, fused: int, out: str | None) -> str:
     return b.clamp(y, *bounds, out)
 
 
-def _finish(L: Lowering, y: str):
+def finish(L: Lowering, y: str):
     """Fused activation of the builtin's options, then the TFLite output's shape and name."""
     o = L.o()
     fused = L.op.options.get("fused_activation_function", 0)
@@ -56,7 +56,7 @@ def _finish(L: Lowering, y: str):
         _activate(L, y, fused, L.out())
 
 
-def _zero(L: Lowering) -> str:
+def zero(L: Lowering) -> str:
     return L.b.scalar(0.0, L.ftype)
 
 
@@ -85,8 +85,8 @@ def _bias(L: Lowering, k: int, n: int) -> str:
 
 def _mac(L: Lowering, op: str, inputs: list[str], shape, attrs: dict):
     """op(inputs..., zero points) accumulating in fp32, then the fused activation."""
-    y = L.b.op(op, [*inputs, _zero(L), _zero(L)], shape, L.ftype, {**attrs, "acc_type": "fp32"})
-    _finish(L, y)
+    y = L.b.op(op, [*inputs, zero(L), zero(L)], shape, L.ftype, {**attrs, "acc_type": "fp32"})
+    finish(L, y)
 
 
 def _conv_like(L: Lowering, op: str, weights: str, oc: int):
@@ -126,13 +126,15 @@ def batch_matmul(L: Lowering):
     b, o = L.b, L.o()
     (a, sa), (c, sc), batch = batch_operands(L)
     shape = (int(np.prod(batch, dtype=np.int64)), sa[-2], sc[-1])
-    y = b.op("MATMUL", [a, c, _zero(L), _zero(L)], shape, "fp32", {})
+    y = b.op("MATMUL", [a, c, zero(L), zero(L)], shape, "fp32", {})
     if L.ftype != "fp32":
         y = b.op("CAST", [y], shape, L.ftype, {})
     b.reshape(y, o.shape, L.out())
 
 
-def _pool(L: Lowering, op: str):
+def pool(L: Lowering, op: str, src: str | None = None, then=None):
+    """The pooling builtin on `src` (input 0 by default), `then` applied to its result before
+    the fused activation."""
     x, o, opt = L.t(0), L.o(), L.op.options
     kh, kw = opt.get("filter_height", 1), opt.get("filter_width", 1)
     sh, sw = opt.get("stride_h", 1), opt.get("stride_w", 1)
@@ -140,20 +142,20 @@ def _pool(L: Lowering, op: str):
     pt, pb, ch = window_pads(pad, x.shape[1], kh, sh, 1, o.shape[1])
     pl, pr, cw = window_pads(pad, x.shape[2], kw, sw, 1, o.shape[2])
     attrs = {"kernel": (kh, kw), "stride": (sh, sw), "pad": (pt, pb, pl, pr)}
-    xin = spatial_input(L, L.value(0), (ch, cw))
+    xin = spatial_input(L, L.value(0) if src is None else src, (ch, cw))
     if op == "AVG_POOL2D":     # TOSA, like TFLite, divides by the window's unpadded count
-        y = L.b.op(op, [xin, _zero(L), _zero(L)], o.shape, L.ftype, {**attrs, "acc_type": "fp32"})
+        y = L.b.op(op, [xin, zero(L), zero(L)], o.shape, L.ftype, {**attrs, "acc_type": "fp32"})
     else:
         y = L.b.op(op, [xin], o.shape, L.ftype, {**attrs, "nan_mode": "PROPAGATE"})
-    _finish(L, y)
+    finish(L, then(y) if then else y)
 
 
 def average_pool_2d(L):
-    _pool(L, "AVG_POOL2D")
+    pool(L, "AVG_POOL2D")
 
 
 def max_pool_2d(L):
-    _pool(L, "MAX_POOL2D")
+    pool(L, "MAX_POOL2D")
 
 
 # elementwise and unary builtins ------------------------------------------------------------
@@ -164,34 +166,34 @@ def _binary(L: Lowering, op: str) -> str:
 
 
 def add(L):
-    _finish(L, _binary(L, "ADD"))
+    finish(L, _binary(L, "ADD"))
 
 
 def sub(L):
-    _finish(L, _binary(L, "SUB"))
+    finish(L, _binary(L, "SUB"))
 
 
 def mul(L):
     rank = len(L.o().shape)
-    _finish(L, _mul(L, operand_at_rank(L, 0, rank), operand_at_rank(L, 1, rank)))
+    finish(L, fmul(L, operand_at_rank(L, 0, rank), operand_at_rank(L, 1, rank)))
 
 
-def _mul(L: Lowering, a: str, c: str) -> str:
+def fmul(L: Lowering, a: str, c: str) -> str:
     return L.b.op("MUL", [a, c, L.b.scalar(0, "int8")],
                   np.broadcast_shapes(L.b.shape_of(a), L.b.shape_of(c)), L.ftype, {})
 
 
 def squared_difference(L):
     d = _binary(L, "SUB")
-    _finish(L, _mul(L, d, d))
+    finish(L, fmul(L, d, d))
 
 
 def maximum(L):
-    _finish(L, _binary(L, "MAXIMUM"))
+    finish(L, _binary(L, "MAXIMUM"))
 
 
 def minimum(L):
-    _finish(L, _binary(L, "MINIMUM"))
+    finish(L, _binary(L, "MINIMUM"))
 
 
 def _unary(L: Lowering, op: str):
@@ -216,27 +218,27 @@ def _clamped(lo: float, hi: float | None):
 def hard_swish(L: Lowering):
     """x * min(6, max(0, x + 3)) / 6 (the division a MUL by 1/6)."""
     x, rank = L.value(0), len(L.o().shape)
-    relu6 = L.b.clamp(L.b.binary("ADD", x, _k(L, 3.0, rank)), 0.0, 6.0)
-    y = _mul(L, _mul(L, x, relu6), _k(L, float(F32(1) / F32(6)), rank))
+    relu6 = L.b.clamp(L.b.binary("ADD", x, konst(L, 3.0, rank)), 0.0, 6.0)
+    y = fmul(L, fmul(L, x, relu6), konst(L, float(F32(1) / F32(6)), rank))
     L.b.reshape(y, L.o().shape, L.out())
 
 
 def _select_negative(L: Lowering, x: str, scaled: str, op: str):
     """x where x (op) 0 holds, `scaled` elsewhere."""
     b = L.b
-    keep = b.op(op, [x, _k(L, 0.0, len(b.shape_of(x)))], b.shape_of(x), "bool")
+    keep = b.op(op, [x, konst(L, 0.0, len(b.shape_of(x)))], b.shape_of(x), "bool")
     b.op("SELECT", [keep, x, scaled], L.o().shape, L.ftype, {}, L.out())
 
 
 def leaky_relu(L: Lowering):
     x = L.value(0)
     alpha = float(L.op.options.get("alpha", 0.2))
-    _select_negative(L, x, _mul(L, x, _k(L, alpha, len(L.o().shape))), "GREATER")
+    _select_negative(L, x, fmul(L, x, konst(L, alpha, len(L.o().shape))), "GREATER")
 
 
 def prelu(L: Lowering):
     x, rank = L.value(0), len(L.o().shape)
-    _select_negative(L, x, _mul(L, x, operand_at_rank(L, 1, rank)), "GREATER_EQUAL")
+    _select_negative(L, x, fmul(L, x, operand_at_rank(L, 1, rank)), "GREATER_EQUAL")
 
 
 # softmax and reductions -----------------------------------------------------------------------
@@ -250,7 +252,7 @@ def _shifted(L: Lowering) -> tuple[str, int]:
               {"axis": axis, "nan_mode": "PROPAGATE"})
     z = b.binary("SUB", x, mx)
     beta = float(L.op.options.get("beta", 1.0))
-    return (z if beta == 1.0 else _mul(L, z, _k(L, beta, len(shape)))), axis
+    return (z if beta == 1.0 else fmul(L, z, konst(L, beta, len(shape)))), axis
 
 
 def _exp_sum(L: Lowering):
@@ -264,7 +266,7 @@ def _exp_sum(L: Lowering):
 def softmax(L: Lowering):
     _, e, total = _exp_sum(L)
     recip = L.b.op("RECIPROCAL", [total], L.b.shape_of(total), L.ftype, {})
-    L.b.reshape(_mul(L, e, recip), L.o().shape, L.out())
+    L.b.reshape(fmul(L, e, recip), L.o().shape, L.out())
 
 
 def log_softmax(L: Lowering):
@@ -275,7 +277,7 @@ def log_softmax(L: Lowering):
 
 def mean(L: Lowering):
     total, n = sum_over_axes(L, L.value(0), L.ftype)
-    y = _mul(L, total, _k(L, float(F32(1) / F32(n)), len(L.b.shape_of(total))))
+    y = fmul(L, total, konst(L, float(F32(1) / F32(n)), len(L.b.shape_of(total))))
     L.b.reshape(y, L.o().shape, L.out())
 
 
@@ -297,7 +299,7 @@ def arg_min(L: Lowering):
     x, o = L.t(0), L.o()
     if o.dtype != "INT32":
         L.fail(f"output type {o.dtype}; only int32 indices are supported")
-    neg = L.b.op("NEGATE", [L.value(0), _zero(L), _zero(L)], x.shape, L.ftype, {})
+    neg = L.b.op("NEGATE", [L.value(0), zero(L), zero(L)], x.shape, L.ftype, {})
     L.b.op("ARGMAX", [neg], o.shape, "int32",
            {"axis": const_axes(L, 1, len(x.shape))[0], "nan_mode": "PROPAGATE"}, L.out())
 
@@ -345,8 +347,8 @@ def quantize(L: Lowering):
     up = b.op("GREATER_EQUAL", [b.binary("SUB", mag, whole), k(0.5)], x.shape, "bool")
     rounded = b.op("SELECT", [up, b.binary("ADD", whole, k(1.0)), whole], x.shape, "fp32")
     negative = b.op("GREATER", [k(0.0), y], x.shape, "bool")
-    zero = b.scalar(0.0, "fp32")
-    negated = b.op("NEGATE", [rounded, zero, zero], x.shape, "fp32", {})
+    zero_fp32 = b.scalar(0.0, "fp32")
+    negated = b.op("NEGATE", [rounded, zero_fp32, zero_fp32], x.shape, "fp32", {})
     signed = b.op("SELECT", [negative, negated, rounded], x.shape, "fp32")
     q = b.clamp(b.binary("ADD", signed, k(float(o.zero_point))), -128.0, 127.0)
     b.op("CAST", [q], o.shape, "int8", {}, L.out())
