@@ -169,6 +169,16 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
         count += step.kind != "alias"
     layers = []
     for index, step in enumerate(steps):
+        if step.kind == "dma":
+            # A data-movement step's copies hold the DMA queues for the whole step, and a
+            # queue runs in order: the next step's constants go ahead of them (their room is
+            # staged from this step on), so that step can start on the first bands moved.
+            staged = preloads.get(index, [])
+            preloads[index] = [(n, r) for n, r in staged if layer_of[r] != layer_of[index] + 1]
+            for name, reader in staged:
+                if layer_of[reader] == layer_of[index] + 1:
+                    emitter.layer = layer_of[reader]
+                    lowering.preload(name)
         if step.kind != "alias":
             emitter.layer = layer_of[index]
             tiles = lowering.lower(step, placement.workspaces[index])
