@@ -12,7 +12,7 @@ from npu_sim.compiler.ir import Graph
 from ..tflite import BUILTINS, FLOAT_BUILTINS
 from ..tflite.context import FLOATS, Lowering
 from . import layout_ops as lay
-from . import control, logical, ops
+from . import control, logical, norm_ops, ops
 from .ops import FLOAT_TENSORS
 from .model import (Model, Operand, OperandLifeTime, OperandType, Operation, OperationType,
                     Subgraph, model_from_dict)
@@ -30,16 +30,17 @@ OPERATIONS = {
     O.AVERAGE_POOL_2D: ops.pool("AVERAGE_POOL_2D"), O.MAX_POOL_2D: ops.pool("MAX_POOL_2D"),
     O.CONV_2D: ops.conv_2d, O.DEPTHWISE_CONV_2D: ops.depthwise_conv_2d,
     O.TRANSPOSE_CONV_2D: ops.transpose_conv_2d, O.GROUPED_CONV_2D: ops.grouped_conv_2d, O.FULLY_CONNECTED: ops.fully_connected,
-    O.LOGISTIC: ops.logistic, O.TANH: ops.tanh, O.SOFTMAX: ops.softmax,
-    O.L2_NORMALIZATION: ops.l2_normalization,
+    O.LOGISTIC: ops.logistic, O.TANH: ops.tanh, O.SOFTMAX: norm_ops.softmax,
+    O.L2_NORMALIZATION: norm_ops.l2_normalization,
+    O.INSTANCE_NORMALIZATION: norm_ops.instance_normalization,
     **{O[n]: ops.unary(n, FLOAT_TENSORS) for n in ("ABS", "EXP", "LOG", "RSQRT", "SIN", "SQRT")},
     O.NEG: ops.unary("NEG", FLOAT_TENSORS),
     O.DIV: ops.binary("DIV", types=FLOAT_TENSORS),
     O.POW: ops.binary("POW", fused=False, types=FLOAT_TENSORS),
     O.L2_POOL_2D: ops.pool("L2_POOL_2D", FLOAT_TENSORS),
     O.REDUCE_SUM: lay._reduce("SUM", FLOAT_TENSORS), O.REDUCE_PROD: lay._reduce("REDUCE_PROD", FLOAT_TENSORS),
-    O.LOG_SOFTMAX: ops.log_softmax,
-    O.LOCAL_RESPONSE_NORMALIZATION: ops.local_response_normalization,
+    O.LOG_SOFTMAX: norm_ops.log_softmax,
+    O.LOCAL_RESPONSE_NORMALIZATION: norm_ops.local_response_normalization,
     O.RELU: lay.relu("RELU"), O.RELU1: lay.relu("RELU_N1_TO_1"), O.RELU6: lay.relu("RELU6"),
     O.PRELU: lay.prelu,
     O.CONCATENATION: lay.concatenation, O.RESHAPE: lay.reshape, O.SQUEEZE: lay.squeeze,
