@@ -216,7 +216,9 @@ def _handoffs(steps: list[Step]) -> set[str]:
     """Outputs of the MAC and vector steps that read from or feed a step on the other engine
     (through reshapes), and of the vector steps chained to those through other vector steps
     (a softmax or layer norm between two MAC layers): tiling those by rows lets the two
-    engines overlap, row tile by row tile along the whole chain."""
+    engines overlap, row tile by row tile along the whole chain. A step reading a
+    data-movement step's output (an input TRANSPOSE, moved block by block of rows) is tiled
+    by rows too, so it starts on the first blocks moved instead of after the whole copy."""
     made_by = {step.output: step for step in steps}
     out, links = set(), {}
     for step in steps:
@@ -226,6 +228,9 @@ def _handoffs(steps: list[Step]) -> set[str]:
             src = made_by.get(name)
             while src is not None and src.kind == "alias":
                 src = made_by.get(src.main.inputs[0])
+            if src is not None and src.kind == "dma":     # a layout op's blocks, in rows too
+                out.add(step.output)
+                continue
             if src is None or src.kind not in ("mac", "vector"):
                 continue
             if src.kind != step.kind:

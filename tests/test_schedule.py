@@ -248,3 +248,16 @@ def test_the_first_layer_computes_while_the_input_transpose_moves(config):
     assert transpose.ops == ["TRANSPOSE"] and conv.ops[0] == "CONV2D"
     assert conv.compute_start < transpose.end
     assert report.cycles >= report.roofline["attainable"]["cycles"]
+
+
+def test_the_layer_after_a_layout_op_is_tiled_in_rows():
+    """ExecuTorch's MobileNetV2 moves its 128x128 NCHW input to NHWC in blocks of rows; its
+    first conv fits the buffer whole, but is tiled by rows (compiler/driver.py _handoffs) so
+    that it computes on the first blocks while the rest are moved."""
+    cfg = api.load_config("default")
+    program = api.compile_model(DATA / "mbv2_050_128" / "model.tosa", cfg, use_cache=False)
+    report = _timing(program, cfg)
+    transpose, conv = report.layers[0], report.layers[1]
+    assert transpose.ops == ["TRANSPOSE"] and conv.ops[0] == "CONV2D"
+    assert conv.tiles > 1 and conv.compute_start < transpose.end
+    assert report.cycles >= report.roofline["attainable"]["cycles"]
