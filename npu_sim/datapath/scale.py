@@ -121,7 +121,9 @@ def _saturate(r, lo: int, hi: int) -> np.ndarray:
 
 
 def _saturated(r: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """_saturate in place, of a temporary of the caller's own."""
+    """_saturate in place, of a temporary of the caller's own (a scalar: a new one)."""
+    if type(r) is not np.ndarray:
+        return _saturate(r, lo, hi)
     np.maximum(r, lo, out=r)
     return np.minimum(r, hi, out=r)
 
