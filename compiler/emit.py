@@ -57,8 +57,13 @@ class _Memory:
         self.readers: dict[str, _Ranges] = {}
 
 
+class CommandLimit(Exception):
+    """The program would pass the emitter's limit of commands (the driver names the layer)."""
+
+
 class Emitter:
-    def __init__(self):
+    def __init__(self, limit: int | None = None):
+        self.limit = limit              # raise CommandLimit rather than emit more commands
         self.commands = []
         self.engine_of: list[str] = []          # command id -> its engine
         self.spans: list[list[tuple]] = []      # command id -> the byte ranges it accesses
@@ -70,6 +75,8 @@ class Emitter:
     def _sync(self, reads, writes, engine: str) -> tuple[int, ...]:
         """The dependencies of the next command (on `engine`) reading and writing these views,
         recorded as its accesses: the latest conflicting command of each engine."""
+        if self.limit is not None and len(self.engine_of) >= self.limit:
+            raise CommandLimit
         spans = []                      # (mem, lo, hi, is_write): each view's footprint()
         for views, is_write in ((reads, False), (writes, True)):
             mine = []

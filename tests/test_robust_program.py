@@ -259,3 +259,26 @@ def test_huge_array_compiles(tmp_path):
     cfg = api.load_config("large-8k").with_overrides({"mac_array.rows": 4096, "mac_array.cols": 256})
     program = api.compile_model(SMALL / "model.tosa", cfg, use_cache=False)
     assert api.simulate(program, cfg, timing_only=True).report.cycles > 0
+
+
+def test_a_program_past_the_command_limit_is_refused_as_it_passes_it(monkeypatch):
+    """The limit bounds the compile: the command past it is never emitted, whichever layer
+    (or staged weight copy) it belongs to, and the refusal names that layer."""
+    from npu_sim.compiler import driver, emit
+    cfg = api.load_config("edge-256")
+    full = len(api.compile_model(SMALL / "model.tosa", cfg, use_cache=False).commands)
+    emitted = []
+    real = emit.Emitter.__init__
+
+    def recording(self, limit=None):
+        real(self, limit)
+        emitted.append(self)
+
+    monkeypatch.setattr(emit.Emitter, "__init__", recording)
+    monkeypatch.setattr(driver, "MAX_COMMANDS", full // 2)
+    with pytest.raises(DoesNotFitError, match=rf"layer '[^']+': the program passes "
+                                              rf"{full // 2:,} commands by this layer"):
+        api.compile_model(SMALL / "model.tosa", cfg, use_cache=False)
+    assert len(emitted[0].commands) == full // 2
+    monkeypatch.setattr(driver, "MAX_COMMANDS", full)      # exactly at the limit: compiled
+    assert len(api.compile_model(SMALL / "model.tosa", cfg, use_cache=False).commands) == full
