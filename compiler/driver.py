@@ -165,13 +165,14 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     preloads = plan_prefetch(graph, steps, placement, lowering)
     placement.widen_workspaces()
     layer_of, count = [], 0             # step index -> index of its layer (aliases have none)
-    for step in steps:
+    emits = [step.kind != "alias" and step.output not in placement.virtual for step in steps]
+    for step, emitted in zip(steps, emits):
         layer_of.append(count)
-        count += step.kind != "alias"
+        count += emitted
     layers = []
     for index, step in enumerate(steps):
         try:
-            if step.kind == "dma":
+            if step.kind == "dma" and emits[index]:
                 # A data-movement step's copies hold the DMA queues for the whole step, and a
                 # queue runs in order: the next step's constants go ahead of them (their room
                 # is staged from this step on), so that step can start on the first bands moved.
@@ -182,7 +183,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
                     if layer_of[reader] == layer_of[index] + 1:
                         emitter.layer = layer_of[reader]
                         lowering.preload(name)
-            if step.kind != "alias":
+            if emits[index]:
                 emitter.layer = layer_of[index]
                 tiles = lowering.lower(step, placement.workspaces[index])
                 layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,

@@ -44,6 +44,7 @@ class Placement:
                 src = step.main.inputs[0]
                 self.alias[step.output] = self.alias.get(src, src)
         self.loc: dict[str, Location] = {}
+        self.virtual = _view_moves(graph, steps, self.alias)
         self.onchip_size = onchip_size
         self.resident_size = resident_size
         self.staged: dict[str, int] = {}      # constant -> address of its on-chip copy
@@ -142,10 +143,14 @@ class Placement:
         for i, step in enumerate(steps):
             for name in step.inputs:
                 r = self.root(name)
-                last_use[r] = i
-                consumer_kinds.setdefault(r, set()).add(step.kind)
+                while True:         # reading a view move's result reads its source
+                    last_use[r] = i
+                    consumer_kinds.setdefault(r, set()).add(step.kind)
+                    if r not in self.virtual:
+                        break
+                    r = self.root(self.virtual[r][0])
             r = self.root(step.output)
-            if step.kind != "alias":
+            if step.kind != "alias" and r not in self.virtual:
                 producer_kind[r] = step.kind
                 first_def[r] = i
         self._produced = set(first_def)
@@ -188,7 +193,7 @@ class Placement:
         order = [n for n in g.inputs] + [self.root(s.output) for s in steps if s.kind != "alias"]
         order.sort(key=lambda n: -g.tensors[n].nbytes)
         for name in order:
-            if name in self.loc:
+            if name in self.loc or name in self.virtual:
                 continue
             t = g.tensors[name]
             first = first_def.get(name, -1)
@@ -255,8 +260,11 @@ class Placement:
         return loc
 
     def find(self, name: str) -> Location | None:
-        """location(), or None for a tensor stored nowhere (a cascaded intermediate)."""
+        """location(), or None for a tensor stored nowhere (a cascaded intermediate); a view
+        move's result is found where its source is."""
         root = self.root(name)
+        while root in self.virtual:
+            root = self.root(self.virtual[root][0])
         if root in self.staged:
             return Location(ONCHIP, self.staged[root])
         return self.loc.get(root)
@@ -271,12 +279,24 @@ class Placement:
         full = self._views.get((name, dtype))
         if full is None:
             t = self.graph.tensors[name]
-            loc = self.location(name)
-            full = self._views[name, dtype] = dense(loc.mem, loc.addr, t.shape, dtype or t.dtype)
+            if self.root(name) in self.virtual:
+                v = self._move_view(name)
+                full = TensorView(v.mem, v.addr, v.shape, v.strides, dtype or t.dtype)
+            else:
+                loc = self.location(name)
+                full = dense(loc.mem, loc.addr, t.shape, dtype or t.dtype)
+            self._views[name, dtype] = full
         if box is None:
             return full
         addr = full.addr + sum(start * s for (start, _), s in zip(box, full.strides))
         return TensorView(full.mem, addr, tuple(n for _, n in box), full.strides, full.dtype)
+
+    def _move_view(self, name: str) -> TensorView:
+        """The strided view of its source that a view move's result (or a reshape of it) is."""
+        root = self.root(name)
+        src, op = self.virtual[root]
+        view = _moved(self.view(src), op, self.graph)
+        return view if root == name else reshape_view(view, self.graph.tensors[name].shape)
 
     def const_segments(self):
         """(mem, addr, bytes) of every constant placed in the weights memory."""
@@ -289,3 +309,84 @@ class Placement:
                 yield loc.mem, loc.addr, data.tobytes()
 
 
+# Data-movement steps that are views of their input: their result need not exist when only
+# other data-movement steps read it, which then read the composed view (one DMA, not two).
+VIEW_MOVES = frozenset({"SLICE", "TRANSPOSE"})
+VIEW_READERS = frozenset({"SLICE", "TRANSPOSE", "CONCAT", "PAD", "TILE", "REVERSE"})
+
+
+def _moved(src: TensorView, op, graph: Graph) -> TensorView:
+    """The view `op` (a VIEW_MOVES operator) makes of `src`."""
+    if op.op == "TRANSPOSE":
+        perms = op.attrs["perms"]
+        return TensorView(src.mem, src.addr, tuple(src.shape[i] for i in perms),
+                          tuple(src.strides[i] for i in perms), src.dtype)
+    start = [int(v) for v in np.asarray(graph.const(op.inputs[1])).reshape(-1)]
+    shape = graph.tensors[op.outputs[0]].shape
+    return TensorView(src.mem, src.addr + sum(a * s for a, s in zip(start, src.strides)),
+                      tuple(shape), src.strides, src.dtype)
+
+
+def reshape_view(view: TensorView, shape) -> TensorView | None:
+    """`view` with the same elements in row-major order as `shape`, by strides alone (the runs
+    of dims merged or split must be contiguous in one another); None when it takes a copy."""
+    old = [(n, s) for n, s in zip(view.shape, view.strides) if n != 1]
+    new = [n for n in shape if n != 1]
+    strides, i = [], 0
+    for n in new:
+        if i >= len(old):
+            return None
+        size, run = old[i][0], [old[i]]
+        i += 1
+        while size < n and i < len(old):   # merge: each dim must step over the next's extent
+            if run[-1][1] != old[i][1] * old[i][0]:
+                return None
+            size *= old[i][0]
+            run.append(old[i])
+            i += 1
+        if size == n:
+            strides.append(run[-1][1])
+            continue
+        if size > n and len(run) == 1 and size % n == 0:    # split one dim
+            inner = size // n
+            strides.append(run[0][1] * inner)
+            old.insert(i, (inner, run[0][1]))
+            continue
+        return None
+    if i != len(old):
+        return None
+    full, step = [], view.itemsize          # a dim of one takes the stride of a dense layout
+    for n in reversed(shape):
+        step = strides.pop() if n != 1 else step
+        full.append(step)
+        step *= n
+    return TensorView(view.mem, view.addr, tuple(shape), tuple(reversed(full)), view.dtype)
+
+
+def _view_moves(graph: Graph, steps, alias: dict[str, str]) -> dict[str, tuple]:
+    """Results of VIEW_MOVES steps read only by data-movement steps among VIEW_READERS, directly
+    or through reshapes a strided view can express: result -> (source, operator)."""
+    pinned = {alias.get(n, n) for n in graph.inputs + graph.outputs}
+    readers: dict[str, list] = {}
+    names: dict[str, set] = {}
+    for step in (s for s in steps if s.kind != "alias"):    # a reshape's readers decide
+        for name in step.inputs:
+            readers.setdefault(alias.get(name, name), []).append(step)
+            names.setdefault(alias.get(name, name), set()).add(name)
+    out = {}
+    for step in steps:
+        op = step.main
+        if step.kind != "dma" or op.op not in VIEW_MOVES or op.is_variable_access \
+                or step.output in pinned or not readers.get(step.output):
+            continue
+        if not all(r.kind == "dma" and r.main.op in VIEW_READERS and not r.main.is_variable_access
+                   for r in readers[step.output]):
+            continue
+        t = graph.tensors[step.output]
+        if alias.get(op.inputs[0], op.inputs[0]) in out:
+            continue                      # a view of a view: its source is not dense
+        probe = _moved(dense(0, 0, graph.tensors[op.inputs[0]].shape, t.dtype), op, graph)
+        if all(reshape_view(probe, graph.tensors[n].shape) is not None
+               for n in names[step.output] if n != step.output):
+            out[step.output] = (op.inputs[0], op)
+    return out

@@ -8,10 +8,11 @@ import pytest
 
 from npu_sim.compiler import driver as compiler_driver
 from npu_sim.compiler import lower as compiler_lower
+from npu_sim.compiler import placement as compiler_placement
 from npu_sim.compiler import tiling as compiler_tiling
-from npu_sim.compiler.placement import Placement
+from npu_sim.compiler.placement import Placement, reshape_view
 from npu_sim.compiler.loader import load_bytes
-from npu_sim.isa.commands import ONCHIP, DmaCopy
+from npu_sim.isa.commands import ONCHIP, DmaCopy, TensorView, dense
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim import api, zoo
 from ops_sim_support import const, scalar
@@ -172,22 +173,68 @@ def test_layer_norm_steps_between_mac_layers_are_tiled_by_rows():
 
 def test_independent_moves_run_on_the_spare_dma_queues(monkeypatch):
     """With a DMA channel no role takes (large-8k's fourth), data-movement steps alternate
-    between it and the activations' queue: the SLICEs of q, k and v run side by side."""
+    between it and the activations' queue: the moves of q, k and v to heads run side by side."""
     cfg = api.load_config("large-8k")
     tosa = zoo.build("transformer")[0]
     program = _compile(tosa, cfg)
     index = {layer.name: i for i, layer in enumerate(program.layers)}
-    moves = [index[f"layer0_attn_{n}"] for n in "qkv"]
+    moves = [index[f"layer0_attn_{n}_t"] for n in "qkv"]
     queues = {cmd.channel for cmd in program.commands
               if isinstance(cmd, DmaCopy) and cmd.layer in moves}
     assert len(queues) == 2
     spread = _timing(program, cfg)
     spans = [(row.start, row.end) for row in spread.layers
-             if row.name in {f"layer0_attn_{n}" for n in "qkv"}]
+             if row.name in {f"layer0_attn_{n}_t" for n in "qkv"}]
     assert len(spans) == 3
     assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
     monkeypatch.setattr(compiler_lower.Lowering, "_move_channel", lambda self: 0)
     assert spread.cycles < _timing(_compile(tosa, cfg), cfg).cycles
+
+
+def test_reshape_view_matches_numpy():
+    """A reshape of a strided (transposed) view by strides alone reads the elements numpy's
+    reshape of the same array gives; where it returns None a copy would be needed."""
+    rng = np.random.default_rng(7)
+    exact = 0
+    for _ in range(400):
+        shape = tuple(int(n) for n in rng.integers(1, 5, size=rng.integers(1, 5)))
+        full = dense(0, 0, shape, "int8")
+        perm = rng.permutation(len(shape))
+        view = TensorView(0, 0, tuple(shape[p] for p in perm),
+                          tuple(full.strides[p] for p in perm), "int8")
+        base = np.arange(full.nbytes, dtype=np.int8)
+        want = np.lib.stride_tricks.as_strided(base, view.shape, view.strides)
+        new, n = [], want.size
+        while n > 1:
+            k = int(rng.choice([d for d in range(2, n + 1) if n % d == 0]))
+            new.append(k)
+            n //= k
+        new.insert(int(rng.integers(0, len(new) + 1)), 1)
+        got = reshape_view(view, tuple(new))
+        if got is not None:
+            assert np.array_equal(np.lib.stride_tricks.as_strided(base, got.shape, got.strides),
+                                  want.reshape(new))
+            exact += 1
+    assert exact > 200
+
+
+def test_view_moves_read_by_moves_are_composed_into_their_readers(monkeypatch):
+    """The attention block's TRANSPOSEs are read only by SLICEs, the transformer's q/k/v SLICEs
+    only by TRANSPOSEs (through reshapes): each pair is one DMA reading the composed view, the
+    first step emits nothing, and the run is faster (bit-exactness: test_models)."""
+    cfg = api.load_config("default")
+    program = api.compile_model(ATTN_BLOCK, cfg, use_cache=False)
+    names = {layer.name for layer in program.layers}
+    assert "tosa_transpose_default" not in names and "tosa_slice_default" in names
+    tosa = zoo.build("transformer")[0]
+    transformer = _compile(tosa, cfg)
+    names = {layer.name for layer in transformer.layers}
+    assert "layer0_attn_q" not in names and "layer0_attn_q_t" in names
+    composed = _timing(program, cfg).cycles, _timing(transformer, cfg).cycles
+    monkeypatch.setattr(compiler_placement, "_view_moves", lambda graph, steps, alias: {})
+    apart = (_timing(api.compile_model(ATTN_BLOCK, cfg, use_cache=False), cfg).cycles,
+             _timing(_compile(tosa, cfg), cfg).cycles)
+    assert all(c < a for c, a in zip(composed, apart))
 
 
 def test_an_elementwise_graph_is_one_vector_program():
