@@ -198,13 +198,16 @@ def _value_at(buf, pos: int, strings: list[str]):
 
 def _decode_commands(data: bytes):
     """The command list: one pass with the position in a local and every field read by a
-    prebuilt struct (a program has tens of thousands of commands, each some twenty fields)."""
+    prebuilt struct (a program has tens of thousands of commands, each some twenty fields);
+    an opcode's operand names are checked once per distinct set."""
     r = _Reader(data)
     r.read_table()
     (n,) = r.unpack("I")
     buf, pos, strings = r.data, r.pos, r.strings
     head, u32 = _HEAD, _U32
     seen: dict[bytes, TensorView] = {}
+    checked: set[tuple] = set()       # (unit, opcode, operand names) that passed check()
+    size = len(buf)
     commands = []
     for _ in range(n):
         kind, cid, layer, nd = head.unpack_from(buf, pos)
@@ -243,10 +246,17 @@ def _decode_commands(data: bytes):
             pos += 1
             for _ in range(count):
                 name = strings[u32.unpack_from(buf, pos)[0]]
-                attrs[name], pos = _value_at(buf, pos + 4, strings)
+                if pos + 13 <= size and buf[pos + 4] == _T_INT:     # the commonest, inline
+                    attrs[name] = _I64.unpack_from(buf, pos + 5)[0]
+                    pos += 13
+                else:
+                    attrs[name], pos = _value_at(buf, pos + 4, strings)
             cmd = Compute(id=cid, deps=deps, layer=layer, unit=_UNITS[unit], op=op,
                           inputs=groups[0], outputs=groups[1], attrs=attrs)
-            check(cmd)
+            signature = (unit, op, *groups[0], None, *groups[1])
+            if signature not in checked:           # check() reads only these
+                check(cmd)
+                checked.add(signature)
             commands.append(cmd)
         else:
             raise ProgramError(f"corrupt program: unknown command kind {kind}")

@@ -101,7 +101,7 @@ class Machine:
         timeout, peek = env.timeout, env.peek
         values = mem is not None
 
-        def engine(cmds):
+        def engine(cmds, host: bool):
             issued = 0             # when the engine's front end finished the previous command
             for cmd in cmds:
                 i, deps = cmd.id, cmd.deps
@@ -115,7 +115,7 @@ class Machine:
                 if hazards is not None:
                     hazards.start(cmd, now)
                 host_done = False
-                if values and cmd.engine == "host":
+                if host:
                     # The host runs the operator first: its time depends on the work it did.
                     costs[i] = self.cost_model.host_with_work(cmd, execute(cmd, mem))
                     host_done = True
@@ -170,8 +170,8 @@ class Machine:
                 if done[i] is not None:
                     done[i].succeed()
 
-        for cmds in self.engines.values():
-            env.process(engine(cmds))
+        for name, cmds in self.engines.items():
+            env.process(engine(cmds, values and name == "host"))
         env.run()
         start, end = np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)
         result = SimResult(int(end.max()) if n else 0, start, end, costs,
