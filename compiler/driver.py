@@ -256,7 +256,7 @@ def _min_bytes(graph: Graph, step: Step, placement: Placement) -> dict[str, int]
     its constants, and graph inputs/outputs it reads or writes."""
     io = {placement.root(n) for n in graph.inputs + graph.outputs}
     need: dict[str, int] = {}
-    for name in set(step.inputs) | {step.output}:
+    for name in dict.fromkeys([*step.inputs, step.output]):   # in order: the report's key order
         root = placement.root(name)
         t = graph.tensors[root]
         if t.is_const or root in io:
