@@ -12,7 +12,7 @@ from npu_sim.isa.dtypes import STORAGE
 from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
-from .cascade import fuse_pointwise_producers
+from .cascade import fuse_producers
 from .emit import CommandLimit, Emitter, hoist_loads
 from .fold import fold_constants, remove_noop_reshapes
 from .ir import Graph, Tensor
@@ -86,12 +86,13 @@ def array_problems(graph: Graph, step: Step) -> list[list]:
     reduction terms k, activation, weight and output dtypes] per operator, as
     npu_sim.cost.array_cycles maps it.
     The report bounds the layer's compute with it, free of the tiling's quantisation."""
+    first = array_problems(graph, step.producer) if step.producer else []
     if step.kind != "mac":
-        return []
+        return first
     op, t = step.main, graph.tensors
     problem = mac_problem(OPERATORS[op.op].opcode, t[op.outputs[0]].shape,
                           t[op.inputs[1]].shape, tuple(op.attrs.get("stride", (1, 1)))[-2:])
-    return (array_problems(graph, step.producer) if step.producer else []) + [
+    return first + [
         [*problem, t[op.inputs[0]].dtype, t[op.inputs[1]].dtype, t[step.output].dtype]]
 
 
@@ -134,13 +135,14 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     rewrite_operators(graph)
     fold_constants(graph)
     remove_noop_reshapes(graph)
-    steps = fuse_pointwise_producers(graph, plan_steps(graph))
+    resident = resident_share(config)
+    steps = fuse_producers(graph, plan_steps(graph), resident, config.sram.size - resident)
     _check_precision(graph, steps, config.mac_array)
     for step in steps:
         if step.kind == "mac":
             _add_stage_table(graph, step)
-            if step.producer:
-                _add_stage_table(graph, step.producer)
+        if step.producer:
+            _add_stage_table(graph, step.producer)
     memories = list(config.memories)
     placement = Placement(graph, steps, memories, config.placement.weights,
                           config.placement.feature_maps, config.sram.size,

@@ -195,7 +195,7 @@ class Lowering:
         overlaps it along one dimension (the halo of consecutive row tiles), the overlap is
         copied on chip from the previous buffer and only the new part is loaded or computed."""
         if opnd.produce:
-            fetch = self._producer(opnd, views, dst)
+            fetch = self._producer(opnd, views, dst, box)
         else:
             kind = "const" if self.g.tensors[opnd.tensor].is_const else "act"
             channel = self._channel(kind)
@@ -216,19 +216,23 @@ class Lowering:
         if hi < end:
             fetch(box[:axis] + ((hi, end - hi),) + box[axis + 1:], axis, hi - start, end - hi)
 
-    def _producer(self, opnd, views: dict, dst: TensorView):
-        """fetch() of a produced operand: one command computes the part of dst from the tile's
-        views of the producer's operands; its data input covers the same rows as dst."""
+    def _producer(self, opnd, views: dict, dst: TensorView, box):
+        """fetch() of a produced operand: one command computes the part of dst (a box of the
+        tile's `box`) from the tile's views of the producer's operands, its data input cut
+        to the rows or columns that part reads."""
         prod = opnd.produce
 
         def fetch(part, axis, first, count):
             inputs = {name: views[role] for name, role in prod.operands.items()}
             out = dst
+            src, pad = prod.source(part)
             if axis is not None:
-                inputs["ifm"] = _rows(inputs["ifm"], axis, first, count)
+                whole = prod.source(box)[0]
+                inputs["ifm"] = _rows(inputs["ifm"], axis, src[axis][0] - whole[axis][0],
+                                      src[axis][1])
                 out = _rows(dst, axis, first, count)
-            self.em.compute("mac", prod.opcode, _expand_stage(inputs, prod.attrs), {"ofm": out},
-                            prod.attrs)
+            attrs = {**prod.attrs, "pad": pad}
+            self.em.compute("mac", prod.opcode, _expand_stage(inputs, attrs), {"ofm": out}, attrs)
         return fetch
 
     def _data_movement(self, step: Step):

@@ -31,8 +31,8 @@ class Step:
     rescale: Operator | None = None
     clamp: Operator | None = None
     chain: list[Operator] = field(default_factory=list)   # fused elementwise ops, main last
-    # A pointwise conv computed tile by tile into main's input, which then never exists in
-    # memory (compiler/cascade.py).
+    # A conv computed tile by tile into main's data input, which then never exists in memory
+    # (compiler/cascade.py).
     producer: Step | None = None
 
     @property
@@ -55,8 +55,11 @@ class Step:
         if self.kind == "host":
             return list(self.main.inputs)
         inside = {o.outputs[0] for o in self.chain}
-        return [t for o in (self.chain or [self.main])
+        data = [t for o in (self.chain or [self.main])
                 for t in OPERATORS[o.op].bound(o.inputs, DATA, CONST) if t not in inside]
+        if self.producer:
+            data = self.producer.inputs + [t for t in data if t != self.main.inputs[0]]
+        return data
 
 
 class HostOutputStep(Step):

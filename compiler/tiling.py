@@ -42,10 +42,13 @@ class Operand:
 @dataclass
 class Production:
     """How a produced operand's boxes are computed: one command of `opcode`, whose kernel
-    operands are the current views of other operands of the space (kernel name -> role)."""
+    operands are the current views of other operands of the space (kernel name -> role);
+    `source` maps a box of the produced tensor to the box of its data input ("ifm") it reads
+    and the padding it sees there."""
     opcode: str
     attrs: dict
     operands: dict[str, str]
+    source: Callable[[Box], tuple[Box, tuple[int, ...]]]
 
 
 @dataclass

@@ -88,3 +88,44 @@ def test_int16_pointwise_into_depthwise(cfg):
               mode="clamp", scale32=False, acc_dt=DType.INT48, out_dt=DType.INT16)
     check(g, cfg, split=("oh",), layers=[["CONV2D", "RESCALE", "DEPTHWISE_CONV2D", "RESCALE",
                                           "CLAMP"]])
+
+
+POOL_CASES = [
+    # (n, h, w, ic, c, conv k, conv stride, conv pad, pool, kernel, pool stride, pool pad)
+    (1, 20, 20, 3, 8, 3, 1, (1, 1, 1, 1), "MAX_POOL2D", (2, 2), (2, 2), (0, 0, 0, 0)),
+    (1, 40, 30, 2, 8, 3, 2, (1, 0, 1, 0), "MAX_POOL2D", (3, 3), (2, 2), (1, 0, 1, 1)),
+    (2, 17, 13, 3, 7, 2, 1, (0, 0, 1, 0), "AVG_POOL2D", (2, 3), (1, 2), (0, 1, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(POOL_CASES)))
+def test_conv_into_pool(case, cfg):
+    """A conv whose output does not fit the resident share (4 KiB keeps 2 KiB resident) is
+    computed band by band inside the pool that reads it; on 1 MiB it stays on chip and runs
+    alone, and on 2 KiB a band of all its channels does not fit the tiles' room."""
+    from ops_sim_support import _attr
+    rng = np.random.default_rng(5200 + case)
+    n, h, w, ic, c, k, s, pad, pool, kernel, ps, ppad = POOL_CASES[case]
+    g = GraphBuilder()
+    x = g.tensor((n, h, w, ic), DType.INT8, rand(rng, DType.INT8, (n, h, w, ic)))
+    bias = rng.integers(-2000, 2000, size=c).astype(np.int32)
+    oh, ow = (h + pad[0] + pad[1] - k) // s + 1, (w + pad[2] + pad[3] - k) // s + 1
+    acc = g.intermediate((n, oh, ow, c), DType.INT32)
+    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (c, k, k, ic)), DType.INT8),
+                    const(g, bias, DType.INT32), scalar(g, 5, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc], conv_attr(pad, (s, s), (1, 1)))
+    mid = mac_stage(g, rng, acc, _bound(k * k * ic, bias), (n, oh, ow, c), mode="clamp",
+                    output=False)
+    ph = (oh + ppad[0] + ppad[1] - kernel[0]) // ps[0] + 1
+    pw = (ow + ppad[2] + ppad[3] - kernel[1]) // ps[1] + 1
+    out = g.output((n, ph, pw, c), DType.INT8)
+    if pool == "MAX_POOL2D":
+        attr = _attr("MaxPool2dAttribute", list(kernel), list(ps), list(ppad),
+                     ts.NanPropagationMode.PROPAGATE)
+        g.op(pool, [mid], [out], attr)
+    else:
+        attr = _attr("AvgPool2dAttribute", list(kernel), list(ps), list(ppad), DType.INT32)
+        g.op(pool, [mid, scalar(g, -3, DType.INT8), scalar(g, 4, DType.INT8)], [out], attr)
+    conv = ["CONV2D", "RESCALE", "CLAMP"]
+    fused = n * oh * ow * c > 2048 and cfg == "4KiB"
+    check(g, cfg, layers=[conv + [pool]] if fused else [conv, [pool]])
