@@ -271,10 +271,16 @@ class Lowering:
         base = self._buffers_at(base, size, stage.working_set)
         bufs = (base, base + align(stage.buffer_bytes))
         n = src.shape[stage.axis]
+        # Block k+1 loads while block k stores, on every queue; but where the constants live
+        # in a memory this move does not touch (edge-256's flash), not on the constants'
+        # queue, which then streams the next layers' weights from that memory meanwhile.
+        queues = list(range(self.channels))
+        if self.p.weights_id not in (src.mem, dst.mem) and self.channels > 1:
+            queues.remove(self._channel("const"))
         for k, start in enumerate(range(0, n, stage.block)):
             load, buf, held, store = block_views(src, dst, stage, start,
                                                  min(stage.block, n - start), bufs[k % 2])
-            channel = k % self.channels          # block k+1 loads while block k stores
+            channel = queues[k % len(queues)]
             self.em.copy(load, buf, channel)
             self.em.copy(held, store, channel)
 

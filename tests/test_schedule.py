@@ -308,3 +308,18 @@ def test_the_layer_after_a_layout_op_is_tiled_in_rows():
     assert transpose.ops == ["TRANSPOSE"] and conv.ops[0] == "CONV2D"
     assert conv.tiles > 1 and conv.compute_start < transpose.end
     assert report.cycles >= report.roofline["attainable"]["cycles"]
+
+
+def test_staged_transpose_leaves_the_flash_queue_to_weights():
+    """On edge-256 the weights live in flash, which small_cnn's input TRANSPOSE (system SRAM
+    and the buffer) never touches: its staged blocks keep off the constants' queue, so the
+    next layers' weights stream from flash while it moves. On default both are in DRAM and
+    the blocks alternate over both queues."""
+    model = Path(__file__).parent / "data" / "small_cnn" / "model.tosa"
+    queues = {}
+    for name in ("edge-256", "default"):
+        program = api.compile_model(model, api.load_config(name))
+        queues[name] = {c.channel for c in program.commands
+                        if isinstance(c, DmaCopy) and c.layer == 0}
+        assert program.layers[0].ops == ["TRANSPOSE"]
+    assert queues == {"edge-256": {0}, "default": {0, 1}}
