@@ -43,10 +43,10 @@ def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
                  per_channel=True, output_zp=a.get("output_zp", 0), clamp=a.get("clamp"),
                  out_dtype=out.dtype, acc_dtype=a["acc_dtype"])
     if acc.size <= STAGE_CHUNK:         # a tile's sums in one pass
-        out[...] = dp.output_stage(acc, **stage)
+        dp.output_stage(acc, **stage, out=out)
         return
     for part in _chunks(acc.shape):
-        out[part] = dp.output_stage(acc[part], **stage)
+        dp.output_stage(acc[part], **stage, out=out[part])
 
 
 def _chunks(shape):

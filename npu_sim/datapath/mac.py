@@ -239,16 +239,17 @@ def conv3d_acc(ifm, weights, pad=(0, 0, 0, 0, 0, 0), stride=(1, 1, 1), dilation=
 def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1),
                          input_zp=0, weight_zp=0) -> np.ndarray:
     """DEPTHWISE_CONV2D accumulators. weights [KH,KW,C,M]; output channel c*M+m. The exact
-    sums come back as int32 when they provably fit (the output stage widens them slab by
-    slab), else int64."""
+    sums come back as float32 or int32 when they provably hold them (the output stage widens
+    them slab by slab), else int64."""
     ifm, weights = np.asarray(ifm), np.asarray(weights)
     kh, kw, c, m = weights.shape
     if ifm.shape[-1] != c:
         raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
     pads = [(pad[0], pad[1]), (pad[2], pad[3])]
-    # No reduction over channels, so no BLAS benefit: multiply-adds per tap in tap order,
-    # exact integers in int32 when the KH*KW-term sums provably fit (faster, half the
-    # memory), else int64; float operands in float64.
+    # No reduction over channels, so no BLAS benefit. Integer operands: each slab's windows
+    # against the taps in one einsum, in float32 when the KH*KW-term sums provably hold
+    # (exact integers below 2^24 in any order), else int32 or int64. Float operands:
+    # multiply-adds per tap in tap order, in float64 (the order fixes their rounding).
     floats = is_float(ifm.dtype)
     if floats:
         wc, dt = weights.astype(np.float64), np.float64
@@ -257,12 +258,13 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
         a, b = _type_bound(ifm, input_zp), _type_bound(weights, weight_zp)
         if a is None or b is None or kh * kw * a * b >= 1 << 31:     # else int32 by the types
             a, b = _centered_bound(ifm, input_zp), _maxabs(wc)
-        dt = np.int32 if kh * kw * a * b < (1 << 31) else np.int64
+        p = kh * kw * a * b
+        dt = np.float32 if p < _F32_EXACT else np.int32 if p < (1 << 31) else np.int64
     wc = np.ascontiguousarray(wc.astype(dt))
     h = ifm.shape[1]
     oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
     n = ifm.shape[0]
-    acc = np.zeros((n, max(oh, 0), max(ow, 0), c, m), dtype=dt)
+    acc = np.empty((n, max(oh, 0), max(ow, 0), c, m), dtype=dt)
     if acc.size == 0:
         return acc.reshape(n, acc.shape[1], acc.shape[2], c * m)
     sy, sx = stride
@@ -271,10 +273,9 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
     # input rows: the temporaries are a slab's, not a tile's (a 56x56x144 tile's per-tap
     # products took 1.8 MB, its padded int32 input as much again).
     rows = max(1, _DW_CHUNK // (n * ow * c * m))
-    product = np.empty((n, min(rows, oh), ow, c, m), dtype=dt)
+    product = np.empty((n, min(rows, oh), ow, c, m), dtype=dt) if floats else None
     for r0 in range(0, oh, rows):
         out = acc[:, r0:r0 + rows]
-        prod = product[:, :out.shape[1]]
         first = r0 * sy - pads[0][0]                         # input rows read, padding < 0
         last = (r0 + out.shape[1] - 1) * sy + (kh - 1) * dy - pads[0][0]
         lo, hi = max(first, 0), min(last, h - 1)
@@ -284,6 +285,12 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
             block, top, bottom = ifm[:, :0], last - first + 1, 0
         # int8/int16 activations minus their zero point fit int32: no int64 copy.
         xs = _centered_padded(block, input_zp, dt, [(top, bottom), pads[1]])
+        if not floats:
+            win = _windows(xs, (out.shape[1], ow), (kh, kw), stride, dilation)
+            np.einsum("nhwyxc,yxcm->nhwcm", win, wc, out=out)
+            continue
+        out[...] = 0
+        prod = product[:, :out.shape[1]]
         for ky in range(kh):
             for kx in range(kw):
                 y0, x0 = ky * dy, kx * dx

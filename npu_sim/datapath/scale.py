@@ -175,13 +175,19 @@ def rescale(x, multiplier, shift, input_zp, output_zp, *, scale32: bool, roundin
 def output_stage(acc, *, bias=None, multiplier=None, shift=None, scale32: bool = True,
                  rounding_mode: str = "SINGLE_ROUND", per_channel: bool = True, output_zp=0,
                  clamp=None, out_dtype=None, acc_dtype: str = "int32",
-                 output_unsigned: bool = False) -> np.ndarray:
+                 output_unsigned: bool = False, out: np.ndarray | None = None) -> np.ndarray:
     """Bit-identical to CONV/MATMUL (+bias) -> RESCALE(input_zp=0) -> CLAMP on the exact sums.
 
     The reference model wraps int32 accumulators (spec: REQUIRE no overflow) and saturates
-    int48 ones to the int48 range; both are reproduced here.
+    int48 ones to the int48 range; both are reproduced here. With `out`, the result is
+    written there (and returned).
     """
     a = np.asarray(acc)
+    if acc_dtype == "int32" and multiplier is not None and scale32 and not output_unsigned:
+        r = _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_zp,
+                         clamp, np.dtype(out_dtype), out)
+        if r is not None:
+            return r
     if acc_dtype == "int32" and a.dtype in _INT32_EXACT:
         # Sums that int32 holds (float32 ones are exact integers below 2^24, as the MAC
         # kernels' float32 plans prove): an int32 add wraps as the register does, the same as
@@ -216,7 +222,77 @@ def output_stage(acc, *, bias=None, multiplier=None, shift=None, scale32: bool =
         r = _narrowed(_saturated(r, lo, hi), out_dtype, bits, output_unsigned)
     if clamp is not None:
         r = np.clip(r, clamp[0], clamp[1]).astype(r.dtype)
+    if out is not None:
+        out[...] = r
+        return out
     return r
+
+
+# |sums| below which each accumulator dtype holds them: the MAC kernels' float32 plans prove
+# theirs below 2^24; other dtypes are bounded from the data.
+_ACC_BOUNDS = {np.dtype(np.float32): 1 << 24, np.dtype(np.int32): 1 << 31}
+
+
+def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_zp, clamp,
+                 out_dtype, out):
+    """output_stage of int32 sums with a 32-bit RESCALE to a signed type in a few passes over
+    the tile, or None where the bounds below do not hold (the general path then runs).
+
+    With |acc| <= A and |bias| <= B, A + B < 2^31 means the register never wraps, so
+    ((acc + bias) * m + rnd) >> s + zp = (acc * m + c) >> s with one per-channel constant
+    c = bias * m + (2 zp + 1) << (s - 1) (adding zp << s before an arithmetic shift adds zp
+    after it), exact in int64 while A * max m + max |c| < 2^63. DOUBLE_ROUND changes rnd only
+    for shifts above 31."""
+    bits = _BITS.get(out_dtype)
+    if bits is None or bits > 32 or rounding_mode not in ROUNDING_MODES:
+        return None
+    m = np.asarray(multiplier).reshape(-1)
+    s = np.asarray(shift).reshape(-1)
+    if not per_channel:
+        m, s = m[:1], s[:1]
+    ml, sl = m.tolist(), s.tolist()
+    if not sl or min(sl) < 2 or max(sl) > 62 or min(ml) < 0 or (
+            rounding_mode == "DOUBLE_ROUND" and max(sl) > 31):
+        return None
+    bound = _ACC_BOUNDS.get(a.dtype)
+    if bound is None:                     # float64 or int64 sums: bounded from the data
+        if a.dtype.kind not in "if" or not a.size:
+            return None
+        lo, hi = float(a.min()), float(a.max())
+        if not -2.0 ** 62 < lo <= hi < 2.0 ** 62:      # also refuses NaN
+            return None
+        bound = max(-int(lo), int(hi), 0)
+    b = None if bias is None else np.asarray(bias).reshape(-1)
+    bl = [0] if b is None else b.tolist()
+    bmax = max(max(bl), -min(bl)) if bl else 0
+    if bmax and bound + bmax >= 1 << 31:
+        return None
+    zp = _extend_zp(output_zp, bits, False)
+    mmax = max(ml)
+    if bound * mmax + bmax * mmax + (2 * abs(zp) + 1) * (1 << (max(sl) - 1)) >= 1 << 63:
+        return None
+    lo, hi = signed_range(bits)
+    if clamp is not None:
+        if not lo <= clamp[0] <= clamp[1] <= hi:
+            return None
+        lo, hi = clamp
+    if len(ml) == 1 and len(bl) == 1:                   # one scale: Python ints
+        m, s, c = ml[0], sl[0], bl[0] * ml[0] + ((2 * zp + 1) << (sl[0] - 1))
+    else:
+        s = s.astype(np.int64)
+        c = np.left_shift(np.int64(2 * zp + 1), s - 1)
+        if b is not None:
+            c = c + b.astype(np.int64) * m
+    v = a.astype(np.int64)
+    v *= m
+    v += c
+    v >>= s
+    np.maximum(v, lo, out=v)
+    np.minimum(v, hi, out=v)
+    if out is None:
+        return v.astype(out_dtype)
+    out[...] = v
+    return out
 
 
 def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:

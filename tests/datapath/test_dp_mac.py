@@ -336,4 +336,4 @@ def test_depthwise_slabs_match_one_pass(seed, monkeypatch):
     for chunk in (1, 60, 200):
         monkeypatch.setattr(mac, "_DW_CHUNK", chunk)
         got = dp.depthwise_conv2d_acc(x, w, *args)
-        assert got.dtype == np.int32 and np.array_equal(got, whole), chunk
+        assert got.dtype == whole.dtype == np.float32 and np.array_equal(got, whole), chunk
