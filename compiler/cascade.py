@@ -110,12 +110,13 @@ def cascade_space(step: Step, ctx: Context):
                            {"ifm": "src", "weights": "src_weights", "stage": "src_stage"},
                            source))
     kh, kw, sy, sx = _footprint(g, step.main)
-    reader_work = space.work
+    reader = {"work": space.work, "floor": space.floor or space.work}
 
-    def work(s):
+    def problem(s):
         rows, cols = (s["oh"] - 1) * sy + kh, (s["ow"] - 1) * sx + kw
-        return reader_work(s) + ctx.mac_work(mac_problem(
-            "conv2d", (s["n"] * rows * cols, s["c"]), (s["c"], pkh, pkw, ic)), producer.main)
+        return mac_problem("conv2d", (s["n"] * rows * cols, s["c"]), (s["c"], pkh, pkw, ic))
 
-    space = dataclasses.replace(space, inputs=feeds + [produced] + space.inputs[1:], work=work)
+    costs = {role: (lambda s, f=f, own=reader[role]: own(s) + f(s))
+             for role, f in ctx.mac_costs(problem, producer.main).items()}
+    space = dataclasses.replace(space, inputs=feeds + [produced] + space.inputs[1:], **costs)
     return space, opcode, attrs

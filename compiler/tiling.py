@@ -62,6 +62,9 @@ class TileSpace:
     acc_itemsize: int = 4
     attrs: Callable[[Tile], dict] = lambda tile: {}
     work: Callable[[dict], float] = lambda sizes: 0.0   # compute cycles of one tile of `sizes`
+    # work() with partial sums never spilling from the accumulators (the attainable bound's
+    # figure): what the search judges its tiles' waste against, for the whole layer.
+    floor: Callable[[dict], float] | None = None
     granule: dict[str, int] = field(default_factory=dict)   # dims split only in multiples
     # Dims the MAC array folds in units (its columns or rows): tiles of whole folds are
     # candidates too, as halvings alone leave partial folds (768 channels halve to 24 on a
@@ -303,7 +306,7 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
     sizes of its tiles for searches of the same shapes (see _candidates)."""
     boxes = {} if boxes is None else boxes
     best = []                                  # per level searched, its choice
-    whole = space.work(space.dims)             # the layer as one tile
+    whole = (space.floor or space.work)(space.dims)     # the layer as one tile
     plans: list[TilePlan] = []
     for level in range(max(space.levels.values(), default=0) + 1):
         if candidates is not None and level in candidates:

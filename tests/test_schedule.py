@@ -15,7 +15,7 @@ from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.commands import ONCHIP, DmaCopy, TensorView, dense
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim import api, zoo
-from ops_sim_support import const, scalar
+from ops_sim_support import const, conv_attr, mac_stage, rand, scalar
 from oracle import DType, GraphBuilder, run_reference
 
 
@@ -323,3 +323,26 @@ def test_staged_transpose_leaves_the_flash_queue_to_weights():
                         if isinstance(c, DmaCopy) and c.layer == 0}
         assert program.layers[0].ops == ["TRANSPOSE"]
     assert queues == {"edge-256": {0}, "default": {0, 1}}
+
+
+def test_weights_too_large_for_the_buffer_stream_once():
+    """ResNet-50's layer2_0_conv2 on edge-256: 147 KB of 3x3 weights in flash, a 401 KB input
+    in system SRAM, a 48 KiB buffer. Tiles of one output row and all 128 channels would spill
+    partial sums; the search must not judge its tiles against that spilling whole layer
+    (which made 2-channel tiles reloading every weight per output row, 28x the flash bytes,
+    look no worse), but against the whole layer's spill-free array cycles: the reduction is
+    split and each weight crosses flash about once."""
+    rng = np.random.default_rng(77)
+    g = GraphBuilder()
+    x = g.tensor((1, 56, 56, 128), DType.INT8, rand(rng, DType.INT8, (1, 56, 56, 128)))
+    w = const(g, rand(rng, DType.INT8, (128, 3, 3, 128)), DType.INT8)
+    acc = g.intermediate((1, 28, 28, 128), DType.INT32)
+    g.op("CONV2D", [x, w, const(g, np.zeros(128, np.int32), DType.INT32),
+                    scalar(g, 0, DType.INT8), scalar(g, 0, DType.INT8)], [acc],
+         conv_attr((1, 0, 1, 0), (2, 2), (1, 1)))
+    mac_stage(g, rng, acc, np.array([9 * 128 * 128 * 128]), (1, 28, 28, 128), mode="clamp")
+    program = _compile(g.serialize(), api.load_config("edge-256"))
+    flash = program.memories.index("flash") + 1
+    moved = sum(c.src.nbytes for c in program.commands
+                if isinstance(c, DmaCopy) and c.src.mem == flash)
+    assert moved <= 1.1 * (128 * 9 * 128 + 128 * 12), moved

@@ -13,6 +13,7 @@ operators of its family:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -61,29 +62,39 @@ class Context:
         self.lanes = hardware.vector_unit.lanes
         self.bank_bpc = hardware.sram.bytes_per_cycle * hardware.sram.banks
         self._work: dict[tuple, float] = {}     # mac_work() by problem (and float dtypes)
+        self._floor: dict[tuple, float] = {}    # the same, partial sums never spilling
 
-    def mac_work(self, problem, op=None) -> float:
+    def mac_work(self, problem, op=None, spill: bool = True) -> float:
         """Array cycles of a tile's (kind, m, n, k) problem (isa.opcodes.mac_problem) of MAC
         operator `op` on the configured array, as the machine charges them (isa/systolic.py,
         with op's operand sizes and passes when it is a float layer; integer layers plan with
         int8 operands, their reference estimate): folds quantised to the array, each tile's
-        fill and drain, operand ports, partial sums that overflow the accumulators."""
+        fill and drain, operand ports, partial sums that overflow the accumulators (with
+        `spill` False, as if they never did: the attainable bound's figure)."""
         if op is None or "array_acc" not in op.attrs:
             key = problem
         else:
             t = self.graph.tensors
             key = (problem, *(t[n].dtype for n in (op.inputs[0], op.inputs[1], op.outputs[0])))
-        cycles = self._work.get(key)       # the tiling search asks the same problems often
+        memo = self._work if spill else self._floor
+        cycles = memo.get(key)             # the tiling search asks the same problems often
         if cycles is None:
+            arr = self.array if spill else dataclasses.replace(self.array, accumulators=1 << 62)
             if key is problem:
-                cycles = array_time(self.array, *problem, bank_bpc=self.bank_bpc).cycles
+                cycles = array_time(arr, *problem, bank_bpc=self.bank_bpc).cycles
             else:
                 act, weight, out = key[1:]
-                cycles = array_time(self.array, *problem, passes(self.array, act, weight),
+                cycles = array_time(arr, *problem, passes(arr, act, weight),
                                     (itemsize(act), itemsize(weight), itemsize(out)),
                                     bank_bpc=self.bank_bpc).cycles
-            self._work[key] = cycles
+            memo[key] = cycles
         return cycles
+
+    def mac_costs(self, problem, op) -> dict:
+        """A MAC tile space's `work` and `floor` (compiler/tiling.TileSpace) from `problem`,
+        the (kind, m, n, k) problem of a tile of given sizes."""
+        return {"work": lambda s: self.mac_work(problem(s), op),
+                "floor": lambda s: self.mac_work(problem(s), op, spill=False)}
 
     def folds(self, channels: str, terms: str = "") -> dict[str, int]:
         """The tile-space dims the array folds: output channels over its columns, reduction

@@ -55,7 +55,7 @@ def conv2d(step: Step, ctx: Context):
                            lambda t: (t["n"], t["oh"], t["ow"], t["oc"])),
         reduction="ic", acc_itemsize=_acc_itemsize(g, op),
         attrs=lambda t: {"pad": win.pad(t)},
-        work=lambda s: ctx.mac_work(mac_problem(
+        **ctx.mac_costs(lambda s: mac_problem(
             "conv2d", (s["n"], s["oh"], s["ow"], s["oc"]), (s["oc"], kh, kw, s["ic"])), op),
         folds=ctx.folds("oc", "ic" if (kh, kw) == (1, 1) else ""))
     return space, "conv2d", conv_attrs(g, step)
@@ -84,7 +84,7 @@ def depthwise_conv2d(step: Step, ctx: Context):
         output=ctx.operand("ofm", step.output, ("n", "oh", "ow", "c"),
                            lambda t: (t["n"], t["oh"], t["ow"], out_channels(t))),
         attrs=lambda t: {"pad": win.pad(t)},
-        work=lambda s: ctx.mac_work(mac_problem(
+        **ctx.mac_costs(lambda s: mac_problem(
             "depthwise_conv2d", (s["n"], s["oh"], s["ow"], s["c"] * m), (kh, kw, s["c"], m)), op))
     return space, "depthwise_conv2d", conv_attrs(g, step)
 
@@ -121,7 +121,7 @@ def transpose_conv2d(step: Step, ctx: Context):
         attrs=lambda t: {"in_origin": (ifm_box(t)[1][0], ifm_box(t)[2][0]),
                          "out_origin": (t["oh"][0], t["ow"][0]),
                          "out_size": (t["oh"][1], t["ow"][1])},
-        work=lambda s: ctx.mac_work(mac_problem(
+        **ctx.mac_costs(lambda s: mac_problem(
             "transpose_conv2d", (s["n"], s["oh"], s["ow"], s["oc"]), (s["oc"], kh, kw, s["ic"]),
             (sy, sx)), op))
     attrs = {"stride": (sy, sx), "out_pad_top": opt, "out_pad_left": opl,
@@ -160,7 +160,7 @@ def conv3d(step: Step, ctx: Context):
                            lambda t: (t["n"], t["od"], t["oh"], t["ow"], t["oc"])),
         reduction="ic", acc_itemsize=_acc_itemsize(g, op),
         attrs=lambda t: {"pad": tuple(p for s in spans(t) for p in s[2:])},
-        work=lambda s: ctx.mac_work(mac_problem(
+        **ctx.mac_costs(lambda s: mac_problem(
             "conv3d", (s["n"], s["od"], s["oh"], s["ow"], s["oc"]),
             (s["oc"], kd, kh, kw, s["ic"])), op))
     return space, "conv3d", conv_attrs(g, step)
@@ -181,7 +181,7 @@ def matmul(step: Step, ctx: Context):
         output=ctx.operand("ofm", step.output, ("n", "h", "w"),
                            lambda t: (t["n"], t["h"], t["w"])),
         reduction="k", acc_itemsize=_acc_itemsize(g, op),
-        work=lambda s: ctx.mac_work(mac_problem(
+        **ctx.mac_costs(lambda s: mac_problem(
             "matmul", (s["n"], s["h"], s["w"]), (s["n"], s["k"], s["w"])), op),
         folds=ctx.folds("w", "k"))
     attrs = {"a_zp": const_int(g, operand(op, "A_zp")), "b_zp": const_int(g, operand(op, "B_zp")),
