@@ -24,28 +24,40 @@ class _Ranges:
 
     def among(self, lo: int, hi: int) -> list[int]:
         """The ids held by bytes [lo, hi)."""
-        return self.ids[bisect_right(self.ends, lo):bisect_left(self.starts, hi)]
+        a = bisect_right(self.ends, lo)
+        return self.ids[a:bisect_left(self.starts, hi, a)]
 
-    def assign(self, lo: int, hi: int, cmd_id: int | None):
-        """Bytes [lo, hi) now hold cmd_id (None: nothing)."""
+    def swap(self, lo: int, hi: int, cmd_id: int | None) -> list[int]:
+        """Bytes [lo, hi) now hold cmd_id (None: nothing); returns the ids they held."""
         starts, ends, ids = self.starts, self.ends, self.ids
-        a, b = bisect_right(ends, lo), bisect_left(starts, hi)
-        if a == b and cmd_id is None:
-            return
+        a = bisect_right(ends, lo)
+        b = bisect_left(starts, hi, a)
+        if a == b:
+            if cmd_id is not None:
+                starts.insert(a, lo)
+                ends.insert(a, hi)
+                ids.insert(a, cmd_id)
+            return []
+        old = ids[a:b]
+        first, last = starts[a], ends[b - 1]
+        if b == a + 1 and cmd_id is not None and first >= lo and last <= hi:
+            starts[a], ends[a], ids[a] = lo, hi, cmd_id      # one range, covered: replaced
+            return old
         new_s, new_e, new_i = [], [], []
-        if a < b and starts[a] < lo:                # the part of the first range before lo
-            new_s.append(starts[a])
+        if first < lo:                              # the part of the first range before lo
+            new_s.append(first)
             new_e.append(lo)
-            new_i.append(ids[a])
+            new_i.append(old[0])
         if cmd_id is not None:
             new_s.append(lo)
             new_e.append(hi)
             new_i.append(cmd_id)
-        if a < b and ends[b - 1] > hi:              # the part of the last range after hi
+        if last > hi:                               # the part of the last range after hi
             new_s.append(hi)
-            new_e.append(ends[b - 1])
-            new_i.append(ids[b - 1])
+            new_e.append(last)
+            new_i.append(old[-1])
         starts[a:b], ends[a:b], ids[a:b] = new_s, new_e, new_i
+        return old
 
 
 class _Memory:
@@ -105,38 +117,43 @@ class Emitter:
         return self._access(spans, engine)
 
     def _access(self, spans, engine: str) -> tuple[int, ...]:
-        """_sync() of a command's byte ranges: what they conflict with is found first, then
-        they are recorded (reads before writes)."""
+        """_sync() of a command's byte ranges: each is looked up and recorded in one pass,
+        writes first. A read of bytes the command also writes then finds the command itself
+        (skipped) where it would find their last writer, which the write found already; the
+        read's record there is redundant (any later access meeting it meets the command as
+        their writer too)."""
         cmd_id = len(self.engine_of)
+        self.engine_of.append(engine)
         memories = self.memories
         ids: list[int] = []
         for mem, lo, hi, is_write in spans:
+            if not is_write:
+                continue
+            m = memories.get(mem)
+            if m is None:
+                m = memories[mem] = _Memory()
+            ids += m.writers.swap(lo, hi, cmd_id)
+            for readers in m.readers.values():
+                if readers.ids:
+                    ids += readers.swap(lo, hi, None)
+        for mem, lo, hi, is_write in spans:
+            if is_write:
+                continue
             m = memories.get(mem)
             if m is None:
                 m = memories[mem] = _Memory()
             ids += m.writers.among(lo, hi)
-            if is_write:
-                for readers in m.readers.values():
-                    ids += readers.among(lo, hi)
-        for mem, lo, hi, is_write in spans:
-            m = memories[mem]
-            if is_write:
-                m.writers.assign(lo, hi, cmd_id)
-                for readers in m.readers.values():
-                    readers.assign(lo, hi, None)
-            else:
-                readers = m.readers.get(engine)
-                if readers is None:
-                    readers = m.readers[engine] = _Ranges()
-                readers.assign(lo, hi, cmd_id)
-        self.engine_of.append(engine)
+            readers = m.readers.get(engine)
+            if readers is None:
+                readers = m.readers[engine] = _Ranges()
+            readers.swap(lo, hi, cmd_id)
         if not ids:
             return ()
         latest: dict[str, int] = {}
         engine_of = self.engine_of
         for i in ids:
             e = engine_of[i]
-            if latest.get(e, -1) < i:
+            if latest.get(e, -1) < i != cmd_id:
                 latest[e] = i
         return tuple(sorted(latest.values()))
 
