@@ -1,6 +1,7 @@
 """Graph IR: tensors by name, operators in file order, constants as numpy arrays."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -19,7 +20,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return int(math.prod(self.shape))
 
     @property
     def nbytes(self) -> int:

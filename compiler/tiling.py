@@ -209,26 +209,33 @@ def _all_boxes(space: TileSpace, sizes: dict[str, int], memo: dict | None):
     return _merge(space, parts)
 
 
-def _loads(order, counts, depends) -> int:
-    dep_positions = [order.index(d) for d in depends if d in order and counts[d] > 1]
-    if not dep_positions:
-        return 1
-    return math.prod(counts[d] for d in order[: max(dep_positions) + 1])
+def _order_positions(space: TileSpace, orders) -> list[tuple]:
+    """Per order: (order, per input operand off chip its dims in the order, innermost first,
+    as (position, dim)). An operand is loaded again whenever a split dim it depends on
+    changes: once per iteration of the loops down to the innermost such dim."""
+    out = []
+    for order in orders:
+        at = {d: i for i, d in enumerate(order)}
+        out.append((order, [sorted(((at[d], d) for d in o.depends if d in at), reverse=True)
+                            for o in space.inputs if not o.on_chip]))
+    return out
 
 
 def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: float,
              tiles=None, boxes=None) -> TilePlan:
     """The plan of tile `sizes` in loop `order`; `boxes`: box_sizes() of its tiles, when the
     caller evaluates several orders of the same sizes."""
-    return _evaluate(space, sizes, [order], tile_overhead,
+    return _evaluate(space, sizes, _order_positions(space, [order]), tile_overhead,
                      boxes or box_sizes(space, tiles or _sample_tiles(space, sizes)),
                      space.work(sizes))[0]
 
 
 def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: float, boxes,
               work: float) -> list[TilePlan]:
-    """evaluate() of each of `orders`, given the boxes and the compute cycles of one tile."""
-    counts = {d: -(-space.dims[d] // sizes[d]) for d in space.dims}
+    """evaluate() of each of `orders` (_order_positions()), given the boxes and the compute
+    cycles of one tile."""
+    sizes = dict(sizes)
+    counts = {d: -(-n // sizes[d]) for d, n in space.dims.items()}
     in_bytes, out_bytes, burst = boxes
     n_out = math.prod(c for d, c in counts.items() if d != space.reduction)
     acc_bytes = 0
@@ -236,35 +243,44 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
         acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
     n_tiles = math.prod(counts.values())
     compute = n_tiles * work
+    ins = [(o.role, in_bytes[o.role], o.cost_per_byte, burst[o.role])
+           for o in space.inputs if not o.on_chip]
+    out = space.output
+    stream = counts[space.stream] if space.stream else 0
     plans = []
-    for order in orders:
+    for order, positions in orders:
+        prefix, n = [], 1                   # iterations of the loops down to each position
+        for d in order:
+            n *= counts[d]
+            prefix.append(n)
         buffers, buffer_bytes, working, cost, padding = {}, {}, 0, 0.0, 0.0
-        for opnd in space.inputs:
-            if opnd.on_chip:
-                continue
-            loads = _loads(order, counts, opnd.depends)
-            nbytes = in_bytes[opnd.role]
-            buffers[opnd.role] = 2 if loads > 1 else 1
-            buffer_bytes[opnd.role] = nbytes
-            working += buffers[opnd.role] * nbytes
-            cost += loads * nbytes * opnd.cost_per_byte * burst[opnd.role]
-            padding += loads * nbytes * opnd.cost_per_byte * (burst[opnd.role] - 1)
-        if not space.output.on_chip:
-            role = space.output.role
-            buffers[role] = 2 if n_out > 1 else 1
-            buffer_bytes[role] = out_bytes
-            working += buffers[role] * out_bytes
-            cost += n_out * out_bytes * space.output.cost_per_byte * burst["<out>"]
-            padding += n_out * out_bytes * space.output.cost_per_byte * (burst["<out>"] - 1)
+        for (role, nbytes, per_byte, factor), dims in zip(ins, positions):
+            loads = 1
+            for i, d in dims:
+                if counts[d] > 1:
+                    loads = prefix[i]
+                    break
+            buffers[role] = count = 2 if loads > 1 else 1
+            buffer_bytes[role] = nbytes
+            working += count * nbytes
+            moved = loads * nbytes * per_byte
+            cost += moved * factor
+            padding += moved * (factor - 1)
+        if not out.on_chip:
+            buffers[out.role] = 2 if n_out > 1 else 1
+            buffer_bytes[out.role] = out_bytes
+            working += buffers[out.role] * out_bytes
+            cost += n_out * out_bytes * out.cost_per_byte * burst["<out>"]
+            padding += n_out * out_bytes * out.cost_per_byte * (burst["<out>"] - 1)
         working += acc_bytes
         # Estimated time of a double-buffered pipeline: the slower of compute and transfer,
         # plus the part that cannot overlap (the first tile's loads, the last tile's compute
         # and store), plus a fixed cost per tile. One tile is fully serial; many tiles pay
         # per-tile overhead.
         time = max(compute, cost) + min(compute, cost) / n_tiles + n_tiles * tile_overhead
-        if space.stream:
-            time += compute / counts[space.stream]
-        plans.append(TilePlan(dict(sizes), tuple(order), dict(counts), buffers, buffer_bytes,
+        if stream:
+            time += compute / stream
+        plans.append(TilePlan(sizes, tuple(order), counts, buffers, buffer_bytes,
                               acc_bytes, working, time, cost, padding))
     return plans
 
@@ -276,25 +292,30 @@ def _candidates(space: TileSpace, level: int, tile_overhead: float, boxes: dict,
     and a tile's compute cycles: they depend on the space's shapes only, not on where its
     operands live, so a search after prefetch staged some reuses them. A level's sizes include
     the level before's (`previous`, its plans), whose plans are reused."""
-    splittable = [d for d in space.dims if space.levels[d] <= level]
-    options = [_sizes(space, d) for d in splittable]
+    names = list(space.dims)
+    splittable = [i for i, d in enumerate(names) if space.levels[d] <= level]
+    options = [_sizes(space, names[i]) for i in splittable]
     known: dict[tuple, list[TilePlan]] = {}
     for p in previous:
         known.setdefault(tuple(p.sizes.values()), []).append(p)
+    orders = _order_positions(space, space.orders)
+    full = list(space.dims.values())
     plans = []
     for combo in itertools.product(*options):
-        sizes = {d: space.dims[d] for d in space.dims}
-        sizes.update(zip(splittable, combo))
-        key = tuple(sizes.values())
+        values = full[:]
+        for i, n in zip(splittable, combo):
+            values[i] = n
+        key = tuple(values)
         if key in known:
             plans += known[key]
             continue
+        sizes = dict(zip(names, values))
         if key not in boxes:
             boxes[key] = _sampled_boxes(space, sizes, boxes)
         work = boxes.get(("work", key))
         if work is None:
             work = boxes["work", key] = space.work(sizes)
-        plans += _evaluate(space, sizes, space.orders, tile_overhead, boxes[key], work)
+        plans += _evaluate(space, sizes, orders, tile_overhead, boxes[key], work)
     return plans
 
 

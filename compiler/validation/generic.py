@@ -12,7 +12,7 @@ rather than the degenerate output shape it leads to.
 """
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from npu_sim.isa.operators import OPERATORS
 
@@ -202,7 +202,7 @@ def check_sizes(ctx: OpContext) -> None:
                 ctx.fail_require(f"{arg.name} '{name}' has shape {fmt_shape(tensor.shape)}: "
                                  f"dimension {i} is {d}; tensor dimensions must be >= 1",
                                  "1 <= shape[i]", name)
-        elements = int(np.prod([int(d) for d in tensor.shape], dtype=object))
+        elements = math.prod(int(d) for d in tensor.shape)
         ctx.level_size(elements * ELEMENT_BYTES.get(tensor.dtype, 1), f"{arg.name} '{name}'", name)
 
 
