@@ -13,7 +13,7 @@ from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
 from .cascade import fuse_producers
-from .emit import CommandLimit, Emitter, hoist_loads
+from .emit import CommandLimit, HoistingEmitter
 from .fold import fold_constants, remove_noop_reshapes
 from .ir import Graph, Tensor
 from .lower import Lowering
@@ -160,7 +160,7 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
         loc = placement.find(name)
         return 0.0 if loc is None else memory_cost(loc.mem)
 
-    emitter = Emitter(limit=MAX_COMMANDS)
+    emitter = HoistingEmitter(limit=MAX_COMMANDS)
     lowering = Lowering(graph, placement, emitter, config, cost_per_byte,
                         tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost,
                         handoffs=_handoffs(steps), room_slack=config.schedule.room_slack)
@@ -200,12 +200,11 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
                 f"layer '{step.output}': the program passes {MAX_COMMANDS:,} commands by this "
                 f"layer, at most that many are compiled (the tiles are too small in "
                 f"{config.sram.size:,} B); use a config with a larger sram.size") from None
-    emitter = hoist_loads(emitter)
     sizes = [config.sram.size] + [0] * len(memories)
     sizes[placement.weights_id] = max(sizes[placement.weights_id], placement.weights_bytes)
     sizes[placement.fm_id] = max(sizes[placement.fm_id], placement.fm_bytes)
     return Program(
-        memories=memories, memory_sizes=sizes, commands=emitter.commands,
+        memories=memories, memory_sizes=sizes, commands=emitter.in_program_order(),
         segments=[Segment(m, a, d) for m, a, d in placement.const_segments()],
         inputs=[Binding(n, placement.view(n)) for n in graph.inputs],
         outputs=[Binding(n, placement.view(n)) for n in graph.outputs],

@@ -4,6 +4,9 @@ The emitter tracks, per memory, which command last wrote and which commands have
 range since. A new command waits for the last writer of what it reads (RAW) and for the last
 writer and readers of what it writes (WAW, WAR). Because each engine runs in order, only the
 latest command per engine needs to be waited for.
+
+A HoistingEmitter also moves each step's loads ahead in their DMA queue as they are emitted
+(see HoistingEmitter), and synchronises the program in that order.
 """
 from __future__ import annotations
 
@@ -60,6 +63,38 @@ class _Ranges:
         return old
 
 
+    def keep_later(self, lo: int, hi: int, cmd_id: int, rank: list[int]):
+        """Bytes [lo, hi) now hold cmd_id, except those held by a command after it in program
+        order (`rank`: command id -> its place)."""
+        starts, ends, ids = self.starts, self.ends, self.ids
+        a = bisect_right(ends, lo)
+        b = bisect_left(starts, hi, a)
+        mine = rank[cmd_id]
+        new_s, new_e, new_i = [], [], []
+
+        def put(s, e, i):
+            if new_i and new_i[-1] == i and new_e[-1] == s:
+                new_e[-1] = e
+            else:
+                new_s.append(s)
+                new_e.append(e)
+                new_i.append(i)
+        if a < b and starts[a] < lo:
+            put(starts[a], lo, ids[a])
+        cursor = lo
+        for j in range(a, b):
+            s, e, i = max(starts[j], lo), min(ends[j], hi), ids[j]
+            if cursor < s:
+                put(cursor, s, cmd_id)
+            put(s, e, i if rank[i] > mine else cmd_id)
+            cursor = e
+        if cursor < hi:
+            put(cursor, hi, cmd_id)
+        if a < b and ends[b - 1] > hi:
+            put(hi, ends[b - 1], ids[b - 1])
+        starts[a:b], ends[a:b], ids[a:b] = new_s, new_e, new_i
+
+
 class _Memory:
     """What the emitter knows of one memory: per byte its last writer, and per engine its
     last reader since that write."""
@@ -74,19 +109,25 @@ class CommandLimit(Exception):
 
 
 class Emitter:
+    hoist = False           # HoistingEmitter: loads placed ahead in their queue
+
     def __init__(self, limit: int | None = None):
         self.limit = limit              # raise CommandLimit rather than emit more commands
         self.commands = []
         self.engine_of: list[str] = []          # command id -> its engine
-        self.spans: list[list[tuple]] = []      # command id -> the byte ranges it accesses
+        self.rank: list[int] = []               # command id -> its place in program order
         self.memories: dict[int, _Memory] = {}
         self.layer = -1
         self.prefetching = False        # copies emitted now stage data for later steps
-        self._prefetches: set[int] = set()
+        self._top = -1                          # the latest place taken
+        self._last_load: dict[int, float] = {}  # DMA queue -> key of its latest load
+        self._own: dict[tuple[int, int], float] = {}   # (queue, layer) -> key of its latest command
 
-    def _sync(self, reads, writes, engine: str) -> tuple[int, ...]:
-        """The dependencies of the next command (on `engine`) reading and writing these views,
-        recorded as its accesses: the latest conflicting command of each engine."""
+    def _sync(self, reads, writes, engine: str, queue: int | None = None,
+              load: bool = False) -> tuple[int, ...]:
+        """The dependencies of the next command (on `engine`, DMA `queue`; `load`: one to place
+        ahead) reading and writing these views, recorded as its accesses: the latest
+        conflicting command of each engine."""
         if self.limit is not None and len(self.engine_of) >= self.limit:
             raise CommandLimit
         spans = []                      # (mem, lo, hi, is_write): each view's footprint()
@@ -113,62 +154,79 @@ class Emitter:
                         merged.append(span)
                 mine = merged
             spans += mine
-        self.spans.append(spans)
-        return self._access(spans, engine)
+        return self._access(spans, engine, queue, load)
 
-    def _access(self, spans, engine: str) -> tuple[int, ...]:
-        """_sync() of a command's byte ranges: each is looked up and recorded in one pass,
-        writes first. A read of bytes the command also writes then finds the command itself
-        (skipped) where it would find their last writer, which the write found already; the
-        read's record there is redundant (any later access meeting it meets the command as
-        their writer too)."""
+    def _access(self, spans, engine: str, queue: int | None, load: bool) -> tuple[int, ...]:
+        """_sync() of a command's byte ranges. Writes are looked up and recorded in one pass,
+        then reads looked up, the command placed, and its reads recorded. A read of bytes the
+        command also writes finds the command itself (skipped) where it would find their last
+        writer, which the write found already; the read's record there is redundant (any later
+        access meeting it meets the command as their writer too)."""
         cmd_id = len(self.engine_of)
         self.engine_of.append(engine)
         memories = self.memories
         ids: list[int] = []
+        reads = []
         for mem, lo, hi, is_write in spans:
-            if not is_write:
-                continue
             m = memories.get(mem)
             if m is None:
                 m = memories[mem] = _Memory()
-            ids += m.writers.swap(lo, hi, cmd_id)
-            for readers in m.readers.values():
-                if readers.ids:
-                    ids += readers.swap(lo, hi, None)
-        for mem, lo, hi, is_write in spans:
             if is_write:
-                continue
-            m = memories.get(mem)
-            if m is None:
-                m = memories[mem] = _Memory()
-            ids += m.writers.among(lo, hi)
+                ids += m.writers.swap(lo, hi, cmd_id)
+                for readers in m.readers.values():
+                    if readers.ids:
+                        ids += readers.swap(lo, hi, None)
+            else:
+                ids += m.writers.among(lo, hi)
+                reads.append((m, lo, hi))
+        rank = self._place(cmd_id, ids, queue, load)
+        ahead = rank < self._top
+        if not ahead:
+            self._top = rank
+        for m, lo, hi in reads:
             readers = m.readers.get(engine)
             if readers is None:
                 readers = m.readers[engine] = _Ranges()
-            readers.swap(lo, hi, cmd_id)
+            if ahead:               # readers it passes keep their bytes
+                readers.keep_later(lo, hi, cmd_id, self.rank)
+            else:
+                readers.swap(lo, hi, cmd_id)
         if not ids:
             return ()
         latest: dict[str, int] = {}
-        engine_of = self.engine_of
+        engine_of, order = self.engine_of, self.rank
         for i in ids:
             e = engine_of[i]
-            if latest.get(e, -1) < i != cmd_id:
+            j = latest.get(e)
+            if (j is None or order[j] < order[i]) and i != cmd_id:
                 latest[e] = i
-        return tuple(sorted(latest.values()))
+        return tuple(sorted(latest.values(), key=order.__getitem__))
+
+    def _place(self, cmd_id: int, ids: list[int], queue: int | None, load: bool) -> int:
+        """The command's place in program order (HoistingEmitter's rule for a load; else
+        last), recorded in self.rank."""
+        key = float(cmd_id)
+        if load:
+            key = max(max((i for i in ids if i != cmd_id), default=-1) + 0.5,
+                      self._last_load.get(queue, -1.0), self._own.get((queue, self.layer), -1.0))
+            self._last_load[queue] = key
+        if queue is not None:
+            self._own[queue, self.layer] = key
+        rank = round(2 * key) * 2 ** 32 + cmd_id      # keys are halves: by key, then id
+        self.rank.append(rank)
+        return rank
 
     def copy(self, src: TensorView, dst: TensorView, channel: int) -> int:
         cmd_id = len(self.commands)
-        deps = self._sync((src,), (dst,), f"dma{channel}")
-        if self.prefetching:
-            self._prefetches.add(cmd_id)
+        load = self.hoist and not self.prefetching and src.mem != ONCHIP and dst.mem == ONCHIP
+        deps = self._sync((src,), (dst,), f"dma{channel}", channel, load)
         self.commands.append(DmaCopy(id=cmd_id, deps=deps, layer=self.layer, channel=channel,
                                      src=src, dst=dst))
         return cmd_id
 
     def fill(self, dst: TensorView, value: int, channel: int) -> int:
         cmd_id = len(self.commands)
-        deps = self._sync((), (dst,), f"dma{channel}")
+        deps = self._sync((), (dst,), f"dma{channel}", channel)
         self.commands.append(DmaFill(id=cmd_id, deps=deps, layer=self.layer, channel=channel,
                                      dst=dst, value=int(value)))
         return cmd_id
@@ -181,41 +239,34 @@ class Emitter:
                                      attrs=dict(attrs)))
         return cmd_id
 
+    def in_program_order(self) -> list:
+        """The commands in program order, numbered by it (their dependencies too)."""
+        order = sorted(range(len(self.commands)), key=self.rank.__getitem__)
+        if all(i == p for p, i in enumerate(order)):
+            return self.commands
+        place = [0] * len(order)
+        for p, i in enumerate(order):
+            place[i] = p
+        out = []
+        for p, i in enumerate(order):
+            cmd = self.commands[i]
+            cmd.id, cmd.deps = p, tuple(place[d] for d in cmd.deps)
+            out.append(cmd)
+        return out
 
-def hoist_loads(emitter: Emitter) -> Emitter:
-    """The program with each step's loads moved ahead in their DMA queue, re-synchronised.
+
+class HoistingEmitter(Emitter):
+    """An emitter that moves each step's loads ahead in their DMA queue as they are emitted.
 
     A DMA queue runs in program order, so a load of a step's input from external memory that
     was emitted behind a store or an on-chip move waiting for compute, or behind weights
     staged for later layers, waits for them although its own data and buffer are ready. Each
-    such load moves to just after the last command it conflicts with (the latest of its
-    dependencies: nothing in between touches its bytes, so every value is the same), never
-    ahead of an earlier load of its queue (loads keep their order) nor of its own step's
-    commands (a step's tiles keep their pipeline: loads one tile ahead of compute and its
-    stores). Staged weight copies keep their places. The dependencies are then derived again
-    for the new order."""
-    keys: list[float] = []
-    last_load: dict[int, float] = {}
-    own: dict[tuple[int, int], float] = {}    # (queue, layer) -> key of its latest command
-    for cmd in emitter.commands:
-        key = float(cmd.id)
-        queue = getattr(cmd, "channel", None)
-        if isinstance(cmd, DmaCopy) and cmd.src.mem != ONCHIP and cmd.dst.mem == ONCHIP \
-                and cmd.id not in emitter._prefetches:
-            key = max(max(cmd.deps, default=-1) + 0.5, last_load.get(queue, -1.0),
-                      own.get((queue, cmd.layer), -1.0))
-            last_load[queue] = key
-        if queue is not None:
-            own[queue, cmd.layer] = key
-        keys.append(key)
-    order = sorted(range(len(keys)), key=lambda i: (keys[i], i))
-    if order == list(range(len(order))):
-        return emitter
-    out = Emitter()
-    for i in order:             # the commands are the old emitter's, renumbered in place
-        cmd = emitter.commands[i]
-        out.spans.append(emitter.spans[i])
-        cmd.deps = out._access(emitter.spans[i], cmd.engine)
-        cmd.id = len(out.commands)
-        out.commands.append(cmd)
-    return out
+    such load goes to just after the last command it conflicts with (nothing in between
+    touches its bytes, so every value is the same), never ahead of an earlier load of its
+    queue (loads keep their order) nor of its own step's commands (a step's tiles keep their
+    pipeline: loads one tile ahead of compute and its stores). Staged weight copies keep their
+    places. The dependencies are those of the program in that order: the commands a load
+    passes conflict with none of its bytes, so what they found stays true, and on the bytes it
+    reads it becomes the latest reader only where none of them read since."""
+
+    hoist = True

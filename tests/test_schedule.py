@@ -10,6 +10,7 @@ from npu_sim.compiler import driver as compiler_driver
 from npu_sim.compiler import lower as compiler_lower
 from npu_sim.compiler import placement as compiler_placement
 from npu_sim.compiler import tiling as compiler_tiling
+from npu_sim.compiler.emit import Emitter
 from npu_sim.compiler.placement import Placement, reshape_view
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.commands import ONCHIP, DmaCopy, TensorView, dense
@@ -132,7 +133,7 @@ def test_loads_run_ahead_of_earlier_layers_stores_and_moves(monkeypatch):
     """ExecuTorch's attention block is 42 small dependent layers: each one's input and
     constants load from DRAM while earlier layers still compute, instead of queueing behind
     their stores, on-chip moves and the weights staged for later layers (compiler/emit.py
-    hoist_loads); the order stays hazard-free (the suite checks every run) and bit-exact."""
+    HoistingEmitter); the order stays hazard-free (the suite checks every run) and bit-exact."""
     cfg = api.load_config("default")
     program = api.compile_model(ATTN_BLOCK, cfg, use_cache=False)
     first_compute = {}
@@ -144,7 +145,7 @@ def test_loads_run_ahead_of_earlier_layers_stores_and_moves(monkeypatch):
              and cmd.id < first_compute[cmd.layer - 1]}
     assert len(ahead) >= 5
     hoisted = _timing(program, cfg).cycles
-    monkeypatch.setattr(compiler_driver, "hoist_loads", lambda emitter: emitter)
+    monkeypatch.setattr(compiler_driver, "HoistingEmitter", Emitter)
     in_order = _timing(api.compile_model(ATTN_BLOCK, cfg, use_cache=False), cfg).cycles
     assert hoisted < 0.8 * in_order
 
