@@ -120,6 +120,7 @@ class Emitter:
         self.layer = -1
         self.prefetching = False        # copies emitted now stage data for later steps
         self._top = -1                          # the latest place taken
+        self._footprints: dict[TensorView, tuple] = {}  # view -> (mem, lo, hi), () if empty
         self._last_load: dict[int, float] = {}  # DMA queue -> key of its latest load
         self._own: dict[tuple[int, int], float] = {}   # (queue, layer) -> key of its latest command
 
@@ -131,18 +132,25 @@ class Emitter:
         if self.limit is not None and len(self.engine_of) >= self.limit:
             raise CommandLimit
         spans = []                      # (mem, lo, hi, is_write): each view's footprint()
+        known = self._footprints
         for views, is_write in ((reads, False), (writes, True)):
             mine = []
-            for mem, lo, shape, strides, dtype in views:     # footprint(), inlined
-                if 0 in shape:
-                    continue
-                hi = lo + ITEMSIZE[dtype]
-                for d, st in zip(shape, strides):
-                    if st > 0:
-                        hi += (d - 1) * st
-                    else:
-                        lo += (d - 1) * st
-                mine.append((mem, lo, hi, is_write))
+            for view in views:
+                span = known.get(view)
+                if span is None:
+                    mem, lo, shape, strides, dtype = view       # footprint(), inlined
+                    span = ()
+                    if 0 not in shape:
+                        hi = lo + ITEMSIZE[dtype]
+                        for d, st in zip(shape, strides):
+                            if st > 0:
+                                hi += (d - 1) * st
+                            else:
+                                lo += (d - 1) * st
+                        span = (mem, lo, hi)
+                    known[view] = span
+                if span:
+                    mine.append((*span, is_write))
             if len(mine) > 1:           # overlapping ranges as one (a stage table's columns)
                 mine.sort()
                 merged = [mine[0]]

@@ -323,10 +323,14 @@ def _rows(view: TensorView, axis: int, first: int, count: int) -> TensorView:
 def _overlap(prev, box):
     """(axis, lo, hi) when two boxes differ only along one axis, the new one starting inside the
     old one and extending it; None otherwise."""
-    differing = [i for i, (a, b) in enumerate(zip(prev, box)) if a != b]
-    if len(differing) != 1:
+    axis = None
+    for i, (a, b) in enumerate(zip(prev, box)):
+        if a != b:
+            if axis is not None:
+                return None
+            axis = i
+    if axis is None:
         return None
-    axis = differing[0]
     (p0, pn), (b0, bn) = prev[axis], box[axis]
     if not (p0 < b0 < p0 + pn <= b0 + bn):
         return None

@@ -288,8 +288,11 @@ class Placement:
             self._views[name, dtype] = full
         if box is None:
             return full
-        addr = full.addr + sum(start * s for (start, _), s in zip(box, full.strides))
-        return TensorView(full.mem, addr, tuple(n for _, n in box), full.strides, full.dtype)
+        addr, shape = full.addr, []
+        for (start, n), stride in zip(box, full.strides):
+            addr += start * stride
+            shape.append(n)
+        return TensorView(full.mem, addr, tuple(shape), full.strides, full.dtype)
 
     def _move_view(self, name: str) -> TensorView:
         """The strided view of its source that a view move's result (or a reshape of it) is."""
