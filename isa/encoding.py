@@ -89,6 +89,7 @@ def _struct(fmt: str) -> struct.Struct:
 
 _U32, _I64, _F64 = struct.Struct("<I"), struct.Struct("<q"), struct.Struct("<d")
 _VIEWS = [struct.Struct(f"<BQBB{2 * rank}q") for rank in range(9)]
+_VIEW_HEAD = 11            # a view's bytes before its shape and strides (8 bytes each a dim)
 
 
 class _Reader:
@@ -147,6 +148,7 @@ def _encode_commands(commands) -> bytes:
 _HEAD = struct.Struct("<BIiH")           # kind, id, layer, dependency count
 _U8 = struct.Struct("<B")
 _DEPS = [struct.Struct(f"<{n}q") for n in range(17)]
+_RECENT_BLOCKS = 4         # attribute blocks remembered per opcode
 
 
 def _byte_at(buf, pos: int) -> int:
@@ -155,22 +157,24 @@ def _byte_at(buf, pos: int) -> int:
     return buf[pos]
 
 
-def _view_at(buf, pos: int, seen: dict) -> tuple[TensorView, int]:
+def _new_view(key: bytes, seen: dict) -> TensorView:
+    """The view that `key`, a view's encoding, holds; remembered in `seen` (struct.error if
+    `key` is cut short)."""
+    rank = key[10]                         # after mem (B), addr (Q) and dtype (B)
+    v = (_VIEWS[rank] if rank < len(_VIEWS) else _struct(f"BQBB{2 * rank}q")).unpack(key)
+    # tuple.__new__: the named tuple's own __new__ is a Python call per view
+    view = seen[key] = tuple.__new__(TensorView, (v[0], v[1], v[4:4 + rank], v[4 + rank:],
+                                                  BY_CODE[v[2]].name))
+    return view
+
+
+def _view_at(buf: bytes, pos: int, seen: dict) -> tuple[TensorView, int]:
     """The view at `pos`, one object per distinct encoding (`seen`): tile buffers recur, so
-    most of a program's views repeat, and a lookup costs less than building one."""
-    if pos + 11 > len(buf):
-        raise struct.error("unexpected end of data")
-    rank = buf[pos + 10]                   # after mem (B), addr (Q) and dtype (B)
-    s = _VIEWS[rank] if rank < len(_VIEWS) else _struct(f"BQBB{2 * rank}q")
-    end = pos + s.size
-    key = bytes(buf[pos:end])
+    most of a program's views repeat, and a lookup costs less than building one. (The
+    commonest operands inline this.)"""
+    key = buf[pos:pos + _VIEW_HEAD + 16 * buf[pos + 10]]
     view = seen.get(key)
-    if view is None:
-        v = s.unpack_from(buf, pos)
-        # tuple.__new__: the named tuple's own __new__ is a Python call per view
-        view = seen[key] = tuple.__new__(TensorView, (v[0], v[1], v[4:4 + rank], v[4 + rank:],
-                                                      BY_CODE[v[2]].name))
-    return view, end
+    return view if view is not None else _new_view(key, seen), pos + len(key)
 
 
 def _value_at(buf, pos: int, strings: list[str]):
@@ -203,10 +207,17 @@ def _decode_commands(data: bytes):
     r = _Reader(data)
     r.read_table()
     (n,) = r.unpack("I")
-    buf, pos, strings = r.data, r.pos, r.strings
+    # bytes, not the memoryview: a slice of bytes is one object (the views' keys), of a
+    # memoryview two
+    buf, pos, strings = bytes(r.data), r.pos, r.strings
     head, u32 = _HEAD, _U32
     seen: dict[bytes, TensorView] = {}
+    operands: dict[bytes, tuple[str, TensorView]] = {}
     checked: set[tuple] = set()       # (unit, opcode, operand names) that passed check()
+    # opcode -> its latest distinct attribute blocks (bytes, attributes): a layer's tiles
+    # share their attributes, and the encoding is self-delimiting, so bytes equal to a block
+    # decoded before decode to the same attributes
+    blocks: dict[str, list[tuple[bytes, dict]]] = {}
     size = len(buf)
     commands = []
     for _ in range(n):
@@ -219,9 +230,18 @@ def _decode_commands(data: bytes):
         else:
             deps = ()
         if kind == _KIND_COPY:
-            (ch,) = _U8.unpack_from(buf, pos)
-            src, pos = _view_at(buf, pos + 1, seen)
-            dst, pos = _view_at(buf, pos, seen)
+            ch = buf[pos]
+            pos += 1
+            key = buf[pos:pos + _VIEW_HEAD + 16 * buf[pos + 10]]       # _view_at, inline
+            src = seen.get(key)
+            if src is None:
+                src = _new_view(key, seen)
+            pos += len(key)
+            key = buf[pos:pos + _VIEW_HEAD + 16 * buf[pos + 10]]
+            dst = seen.get(key)
+            if dst is None:
+                dst = _new_view(key, seen)
+            pos += len(key)
             commands.append(DmaCopy(id=cid, deps=deps, layer=layer, channel=ch, src=src, dst=dst))
         elif kind == _KIND_FILL:
             ch, value = _struct("Bq").unpack_from(buf, pos)
@@ -229,28 +249,47 @@ def _decode_commands(data: bytes):
             commands.append(DmaFill(id=cid, deps=deps, layer=layer, channel=ch, value=value,
                                     dst=dst))
         elif kind == _KIND_COMPUTE:
-            unit = _byte_at(buf, pos)
+            unit = buf[pos]
             op = strings[u32.unpack_from(buf, pos + 1)[0]]
             pos += 5
             groups = []
             for _g in range(2):
-                k = _byte_at(buf, pos)
+                k = buf[pos]
                 pos += 1
                 group = {}
                 for _ in range(k):
-                    name = strings[u32.unpack_from(buf, pos)[0]]
-                    group[name], pos = _view_at(buf, pos + 4, seen)
+                    # an operand (its name's index, its view) recurs whole, as its view does
+                    key = buf[pos:pos + 4 + _VIEW_HEAD + 16 * buf[pos + 14]]
+                    operand = operands.get(key)
+                    if operand is None:
+                        view = key[4:]
+                        operand = operands[key] = (strings[u32.unpack_from(key)[0]],
+                                                   seen.get(view) or _new_view(view, seen))
+                    group[operand[0]] = operand[1]
+                    pos += len(key)
                 groups.append(group)
-            attrs = {}
-            count = _byte_at(buf, pos)
-            pos += 1
-            for _ in range(count):
-                name = strings[u32.unpack_from(buf, pos)[0]]
-                if pos + 13 <= size and buf[pos + 4] == _T_INT:     # the commonest, inline
-                    attrs[name] = _I64.unpack_from(buf, pos + 5)[0]
-                    pos += 13
-                else:
-                    attrs[name], pos = _value_at(buf, pos + 4, strings)
+            recent = blocks.get(op)
+            if recent is None:
+                recent = blocks[op] = []
+            for block, known in recent:
+                if buf.startswith(block, pos):
+                    attrs = dict(known)           # each command owns its attributes
+                    pos += len(block)
+                    break
+            else:
+                start = pos
+                attrs = {}
+                count = _byte_at(buf, pos)
+                pos += 1
+                for _ in range(count):
+                    name = strings[u32.unpack_from(buf, pos)[0]]
+                    if pos + 13 <= size and buf[pos + 4] == _T_INT:     # the commonest, inline
+                        attrs[name] = _I64.unpack_from(buf, pos + 5)[0]
+                        pos += 13
+                    else:
+                        attrs[name], pos = _value_at(buf, pos + 4, strings)
+                recent.insert(0, (buf[start:pos], dict(attrs)))
+                del recent[_RECENT_BLOCKS:]
             cmd = Compute(id=cid, deps=deps, layer=layer, unit=_UNITS[unit], op=op,
                           inputs=groups[0], outputs=groups[1], attrs=attrs)
             signature = (unit, op, *groups[0], None, *groups[1])
