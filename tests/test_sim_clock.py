@@ -1,0 +1,121 @@
+"""The machine's engines skip the simpy timeouts no other process could act within (the
+module docstring of npu_sim/simulator.py): every command's start and end must be what yielding
+each timeout gives. The reference below is the engine that yields every one."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+import simpy
+
+from npu_sim import api
+from npu_sim.cost import CostModel
+from npu_sim.isa.commands import DmaCopy, DmaFill, dense
+from npu_sim.isa.program import Layer, Program
+from npu_sim.simulator import BURST_CYCLES, MAX_BURSTS, Machine, Port
+
+MODEL = Path(__file__).parent / "data" / "mbv2_050_128" / "model.tosa"
+
+
+def _reference(program, config) -> tuple[list[int], list[int]]:
+    """(start, end) of every command, an event for every wait and every burst."""
+    cost_model = CostModel(config, program.memories)
+    costs = [cost_model.of(c) for c in program.commands]
+    n = len(costs)
+    start, end, finished = [0] * n, [0] * n, [False] * n
+    done = [None] * n
+    env = simpy.Environment()
+    ports = [None] + [Port(env) for _ in program.memories]
+    bank_free = [0] * config.sram.banks
+
+    def engine(cmds):
+        issued = 0
+        for cmd in cmds:
+            i, c = cmd.id, costs[cmd.id]
+            for d in cmd.deps:
+                if not finished[d]:
+                    if done[d] is None:
+                        done[d] = env.event()
+                    yield done[d]
+            now = start[i] = env.now
+            if cmd.deps:
+                issued = max(issued, max(end[d] for d in cmd.deps))
+            issued += c.setup - c.latency
+            wait = max(0, issued + c.latency - now)
+            if not c.ports and not c.bank_cycles:
+                yield env.timeout(wait + c.busy)
+            else:
+                if wait:
+                    yield env.timeout(wait)
+                bursts = min(MAX_BURSTS, max(1, c.busy // BURST_CYCLES))
+                for b in range(bursts):
+                    for p in c.ports:
+                        req = ports[p].request(env.peek)
+                        if req is not None:
+                            yield req
+                    now = env.now
+                    until = now + c.busy * (b + 1) // bursts - c.busy * b // bursts
+                    occupy = c.bank_cycles * (b + 1) // bursts - c.bank_cycles * b // bursts
+                    if occupy:
+                        booked = max(max(bank_free[k] for k in c.banks), now) + occupy
+                        for k in c.banks:
+                            bank_free[k] = booked
+                        until = max(until, booked)
+                    yield env.timeout(until - now)
+                    for p in c.ports:
+                        ports[p].release()
+            end[i] = env.now
+            finished[i] = True
+            if done[i] is not None:
+                done[i].succeed()
+
+    engines: dict[str, list] = {}
+    for cmd in program.commands:
+        engines.setdefault(cmd.engine, []).append(cmd)
+    for cmds in engines.values():
+        env.process(engine(cmds))
+    env.run()
+    return start, end
+
+
+def _same_schedule(program, config):
+    sim = Machine(program, config).run(compute_values=False)
+    start, end = _reference(program, config)
+    moved = np.nonzero((sim.start != start) | (sim.end != end))[0]
+    assert not len(moved), (f"{len(moved)} commands moved, the first {moved[0]}: "
+                            f"{start[moved[0]], end[moved[0]]} -> "
+                            f"{sim.start[moved[0]], sim.end[moved[0]]}")
+
+
+def test_waiters_of_one_command_and_a_shared_port():
+    # Three DMA channels wait for one fill, then copy from DRAM through its one port at once.
+    # The fill's later waiters resume at its end in the same simpy step as the first one, with
+    # nothing else in simpy's queue (the fill's engine waits for the last copy): the first may
+    # not run ahead of them.
+    cfg = api.load_config("default").with_overrides({"dma.channels": 4})
+    src = dense(1, 0, (64, 1024), "int8")
+    cmds = [DmaFill(id=0, layer=0, channel=0, dst=dense(0, 0, (64, 64), "int8"), value=0)]
+    for ch in (1, 2, 3):
+        cmds.append(DmaCopy(id=ch, deps=(0,), layer=0, channel=ch, src=src,
+                            dst=dense(0, ch << 16, (64, 1024), "int8")))
+    cmds.append(DmaCopy(id=4, deps=(1,), layer=0, channel=1, src=dense(0, 1 << 16, (64, 64), "int8"),
+                        dst=dense(1, 1 << 17, (64, 64), "int8")))
+    cmds.append(DmaFill(id=5, deps=(3,), layer=0, channel=0, dst=dense(0, 0, (64, 64), "int8"),
+                        value=1))
+    program = Program(["dram"], [1 << 20, 1 << 20], cmds, [], [], [], [Layer("x", ["COPY"], "dma")])
+    _same_schedule(program, cfg)
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return {name: api.compile_model(MODEL, api.load_config(name)) for name in ("default", "edge-256")}
+
+
+@pytest.mark.parametrize("preset,overrides", [
+    ("default", {}),
+    ("edge-256", {}),
+    ("edge-256", {"dma.bytes_per_cycle": 2}),                 # DMAs long: many bursts
+    ("edge-256", {"memories.system_sram.bandwidth_gbps": 1}),  # the feature maps' port contended
+    ("default", {"sram.banks": 2}),                            # banks contended
+])
+def test_a_network_schedules_as_with_every_timeout_yielded(programs, preset, overrides):
+    _same_schedule(programs[preset], api.load_config(preset).with_overrides(overrides))
