@@ -80,34 +80,51 @@ class CostModel:
         # so each distinct command is costed once. Costs are never modified after they are made.
         self._known: dict[tuple, Cost] = {}
         self._period = config.sram.interleave * config.sram.banks
+        # Views recur as the same objects (decoding makes one per distinct encoding), so each
+        # is numbered once, by identity, with the number of its site; a key of such numbers
+        # builds and hashes faster than one of views. The views are kept, so ids stay theirs.
+        self._sids: dict[int, int] = {}
+        self._site_ids: dict[tuple, int] = {}
+        self._kept: list[TensorView] = []
 
-    def _site(self, v: TensorView | None):
+    def _site(self, v: TensorView):
         """What of a view its cost depends on: all but the address, of which only the offset
         within the bank period on chip (an external memory's rate ignores alignment)."""
-        if v is None:
-            return None
         mem, addr, shape, strides, dtype = v
         return (mem, addr % self._period if mem == 0 else 0, shape, strides, dtype)
 
+    def _sid(self, v: TensorView) -> int:
+        """The number of `v`'s site, numbering the view if it is new; TypeError for a view
+        built with lists."""
+        n = self._sids.get(id(v))
+        if n is None:
+            n = self._sids[id(v)] = self._site_ids.setdefault(self._site(v), len(self._site_ids))
+            self._kept.append(v)
+        return n
+
     def of(self, cmd) -> Cost:
-        site = self._site
-        if isinstance(cmd, (DmaCopy, DmaFill)):
-            return self._memo((site(cmd.src) if isinstance(cmd, DmaCopy) else None,
-                               site(cmd.dst)), self._dma, cmd)
-        if cmd.unit == "host":
-            return self._traced(self._host, cmd)
-        mac = cmd.unit == "mac"
-        # a MAC command's cost depends of its attributes on the stride alone
-        return self._memo((cmd.op, tuple((k, site(v)) for k, v in cmd.inputs.items()),
-                           tuple((k, site(v)) for k, v in cmd.outputs.items()),
-                           tuple(cmd.attrs.get("stride", (1, 1))) if mac
-                           else tuple(cmd.attrs.items())),
-                          self._mac if mac else self._vector, cmd)
+        sid = self._sid
+        try:
+            if isinstance(cmd, (DmaCopy, DmaFill)):
+                return self._memo((sid(cmd.src) if isinstance(cmd, DmaCopy) else -1,
+                                   sid(cmd.dst)), self._dma, cmd)
+            if cmd.unit == "host":
+                return self._traced(self._host, cmd)
+            ins, outs = cmd.inputs, cmd.outputs
+            views = tuple(map(sid, ins.values())), tuple(map(sid, outs.values()))
+        except TypeError:                  # a view built with lists: costed each time
+            return self._traced(self._dma if isinstance(cmd, (DmaCopy, DmaFill)) else
+                                self._mac if cmd.unit == "mac" else self._vector, cmd)
+        if cmd.unit == "mac":              # of its attributes, only the stride matters
+            return self._memo((cmd.op, tuple(ins), tuple(outs), *views,
+                               tuple(cmd.attrs.get("stride", (1, 1)))), self._mac, cmd)
+        return self._memo((cmd.op, tuple(ins), tuple(outs), *views, tuple(cmd.attrs.items())),
+                          self._vector, cmd)
 
     def _memo(self, key: tuple, cost_of, cmd) -> Cost:
         try:
             cost = self._known.get(key)
-        except TypeError:              # a view or attribute built with lists: costed each time
+        except TypeError:              # an attribute built with lists: costed each time
             return self._traced(cost_of, cmd)
         if cost is None:
             cost = self._known[key] = self._traced(cost_of, cmd)
