@@ -27,8 +27,8 @@ def small_sweep(**changes) -> dict:
         "base": "edge-256",
         "networks": [SMALL, "zoo:transformer"],
         "axes": {
-            # 8 KiB of system SRAM cannot hold small_cnn's 9 KiB pooled feature map
-            "memories.system_sram.size": ["8 KiB", "256 KiB", "2 MiB"],
+            # 4 KiB of system SRAM cannot hold small_cnn's 6,912-B input
+            "memories.system_sram.size": ["4 KiB", "256 KiB", "2 MiB"],
             "mac_array.rows,mac_array.cols": [[16, 16], [8, 32]],
         },
         "fixed": {"dma.channels": 2},
@@ -68,7 +68,7 @@ def test_evaluate_point_api():
 
 
 @pytest.mark.parametrize("overrides, network, kind", [
-    ({"memories.system_sram.size": "8 KiB"}, SMALL, "does not fit"),
+    ({"memories.system_sram.size": "4 KiB"}, SMALL, "does not fit"),
     ({"mac_array.dataflow": "diagonal"}, SMALL, "config error"),
     ({"sram.size": "1000 B"}, SMALL, "config error"),
 ])
@@ -81,7 +81,7 @@ def test_failing_points_do_not_stop_the_sweep(local_run):
     bad = [r for r in local_run.rows if r["status"] != "ok"]
     assert len(local_run.rows) == 12 and len(local_run.designs) == 6
     assert {(r["network"], r["overrides"]["memories.system_sram.size"]) for r in bad} == \
-        {("model.tosa", "8 KiB")}
+        {("model.tosa", "4 KiB")}
     assert all("does not fit" in r["error"] for r in bad)
     infeasible = [d for d in local_run.designs if d["status"] != "ok"]
     assert len(infeasible) == 2 and all("does not fit" in d["error"] for d in infeasible)
