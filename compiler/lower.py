@@ -39,6 +39,7 @@ class Lowering:
         self._step = 0                                # steps lowered so far
         self._moves = 0                               # data-movement steps lowered so far
         self._used: list[tuple[int, int, int]] = []   # (step, lo, hi) of recent steps' buffers
+        self._stage_columns: dict[tuple, dict] = {}   # _expand_stage() by stage view
 
     def plan(self, step: Step, budget: int):
         """(space, opcode, attrs, plan) of a tiled step given `budget` bytes of workspace; the
@@ -143,7 +144,8 @@ class Lowering:
         feeds = {role for o in space.inputs if o.produce for role in o.produce.operands.values()}
 
         def emit(tile, views):
-            inputs = _expand_stage({r: v for r, v in views.items() if r not in feeds}, attrs)
+            inputs = self._expand_stage({r: v for r, v in views.items() if r not in feeds},
+                                        attrs)
             first = last = True
             if red and plan.counts.get(red, 1) > 1:
                 k0, kn = tile[red]
@@ -232,8 +234,28 @@ class Lowering:
                                       src[axis][1])
                 out = _rows(dst, axis, first, count)
             attrs = {**prod.attrs, "pad": pad}
-            self.em.compute("mac", prod.opcode, _expand_stage(inputs, attrs), {"ofm": out}, attrs)
+            self.em.compute("mac", prod.opcode, self._expand_stage(inputs, attrs), {"ofm": out},
+                            attrs)
         return fetch
+
+    def _expand_stage(self, inputs: dict, attrs: dict) -> dict:
+        """A MAC command's operands with its stage table split into the bias, multiplier and
+        shift columns the output stage reads (multiplier and shift only for a 32-bit-scale
+        rescale); the columns of a stage view are kept, as tiles share them."""
+        if "stage" not in inputs:
+            return inputs
+        out = dict(inputs)
+        stage = out.pop("stage")
+        key = (stage, "scale32" in attrs)
+        columns = self._stage_columns.get(key)
+        if columns is None:
+            row = stage.strides[0]
+            columns = self._stage_columns[key] = {
+                name: TensorView(stage.mem, stage.addr + i * stage.itemsize, (stage.shape[0],),
+                                 (row,), stage.dtype)
+                for i, name in enumerate(("bias", "multiplier", "shift")) if i == 0 or key[1]}
+        out.update(columns)
+        return out
 
     def _data_movement(self, step: Step):
         if self._probe is None:
@@ -296,21 +318,6 @@ class Lowering:
         for k, v in op.attrs.items():
             attrs[k] = list(v) if isinstance(v, tuple) else v
         self.em.compute("host", "host", inputs, outputs, attrs)
-
-
-def _expand_stage(inputs: dict, attrs: dict) -> dict:
-    """A MAC command's operands with its stage table split into the bias, multiplier and shift
-    columns the output stage reads (multiplier and shift only for a 32-bit-scale rescale)."""
-    if "stage" not in inputs:
-        return inputs
-    out = dict(inputs)
-    stage = out.pop("stage")
-    row = stage.strides[0]
-    for i, name in enumerate(("bias", "multiplier", "shift")):
-        if i == 0 or "scale32" in attrs:
-            out[name] = TensorView(stage.mem, stage.addr + i * stage.itemsize,
-                                   (stage.shape[0],), (row,), stage.dtype)
-    return out
 
 
 def _rows(view: TensorView, axis: int, first: int, count: int) -> TensorView:

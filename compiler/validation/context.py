@@ -229,7 +229,7 @@ class OpContext:
         if count is not None and v.size != count:
             self.fail(f"{arg} holds {v.size} values; {count} expected", f"length({arg}) != {count}",
                       self.name(arg))
-        return [int(x) for x in v]
+        return v.tolist()
 
     def scalar(self, arg: str) -> int | None:
         v = self.value(arg)

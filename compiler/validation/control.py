@@ -3,6 +3,8 @@ and variables (EXT-VARIABLE). Control flow and variables are checked lightly: op
 against the bodies in graph.regions, nesting depth, list sizes, and the bodies themselves."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .context import OpContext, fmt_shape
@@ -15,7 +17,7 @@ def const(ctx: OpContext) -> None:
     if tensor.data is None:
         ctx.fail(f"{ctx.op.op} output '{tensor.name}' carries no values", "values is not given",
                  tensor.name)
-    expected = 1 if not tensor.shape else int(np.prod(tensor.shape, dtype=np.int64))
+    expected = math.prod(int(d) for d in tensor.shape)
     if tensor.dtype != "shape" and np.asarray(tensor.data).size != expected:
         ctx.fail(f"values hold {np.asarray(tensor.data).size} elements; shape {fmt_shape(tensor.shape)} "
                  f"needs {expected}", "shape(values) != shape(output)", tensor.name)
