@@ -7,6 +7,7 @@ wherever the dtype allows (no copies of weights).
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 import sys
@@ -101,7 +102,7 @@ def decode_data(raw: np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarr
 
     The length of `raw` may exceed the payload (the MLIR translator pads to 8 bytes).
     """
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    count = math.prod(shape)
     raw = np.asarray(raw, dtype=np.uint8)
     if dtype == "int4":
         need = (count + 1) // 2
@@ -159,7 +160,7 @@ def _read_block(block, source: str) -> Graph:
     for i in range(block.TensorsLength()):
         t = block.Tensors(i)
         name = t.Name().decode()
-        shape = tuple(int(x) for x in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+        shape = tuple(t.ShapeAsNumpy().tolist()) if t.ShapeLength() else ()
         dtype = _tensor_dtype(t.Type(), name)
         if any(d < 0 for d in shape):
             raise ModelError(f"tensor '{name}' has a dynamic or negative shape {list(shape)}")
