@@ -183,11 +183,12 @@ def _sampled_boxes(space: TileSpace, sizes: dict[str, int], memo: dict):
     """box_sizes() of the sample tiles of `sizes`."""
     samples, parts = None, []
     for i, opnd in enumerate(space.inputs + [space.output]):
-        key = ("sample", i, tuple(sizes[d] for d in opnd.depends if d in sizes))
-        if key not in memo:
+        key = ("sample", i, tuple([sizes[d] for d in opnd.depends if d in sizes]))
+        part = memo.get(key)
+        if part is None:
             samples = samples or _sample_tiles(space, sizes)
-            memo[key] = _operand_boxes(opnd, samples)
-        parts.append(memo[key])
+            part = memo[key] = _operand_boxes(opnd, samples)
+        parts.append(part)
     return _merge(space, parts)
 
 
@@ -310,12 +311,10 @@ def _candidates(space: TileSpace, level: int, tile_overhead: float, boxes: dict,
             plans += known[key]
             continue
         sizes = dict(zip(names, values))
-        if key not in boxes:
-            boxes[key] = _sampled_boxes(space, sizes, boxes)
-        work = boxes.get(("work", key))
-        if work is None:
-            work = boxes["work", key] = space.work(sizes)
-        plans += _evaluate(space, sizes, orders, tile_overhead, boxes[key], work)
+        known_boxes = boxes.get(key)        # (box_sizes(), a tile's compute cycles)
+        if known_boxes is None:
+            known_boxes = boxes[key] = (_sampled_boxes(space, sizes, boxes), space.work(sizes))
+        plans += _evaluate(space, sizes, orders, tile_overhead, *known_boxes)
     return plans
 
 
