@@ -69,14 +69,19 @@ def _type_bound(x, zp) -> int | None:
 def _centered_as(x, zp, dt) -> np.ndarray:
     """x - zp in the MAC dtype. Narrow integers convert straight to a float or 32-bit dtype:
     their differences are small integers, exact in float32 and int32; floats have no zero point."""
-    if is_float(x.dtype):
-        return x.astype(dt)
-    if x.dtype.itemsize <= 2 and (np.issubdtype(dt, np.floating) or np.dtype(dt).itemsize >= 4):
+    if x.dtype in _NARROW and dt in _WIDE:
         y = x.astype(dt)
         if zp:
-            y -= dt(zp)
+            y -= zp
         return y
+    if is_float(x.dtype):
+        return x.astype(dt)
     return _centered(x, zp).astype(dt, copy=False)
+
+
+_NARROW = frozenset(_RANGES)
+_WIDE = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64)) | frozenset(
+    (np.float32, np.float64, np.int32, np.int64))
 
 
 def _conv_plan(k: int, macs: int, x, x_zp, w, w_zp):
@@ -191,8 +196,9 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     with _ieee(floats):
         if all(w == 1 for w in kernel) and not any(lo or hi for lo, hi in pads):
             # pointwise: the (strided) input is its own im2col, with no copy at stride 1
-            xc = _centered_as(ifm, input_zp, dt)[(slice(None),) + tuple(
-                slice(None, None, st) for st in stride)]
+            xc = _centered_as(ifm, input_zp, dt)
+            if any(st != 1 for st in stride):
+                xc = xc[(slice(None),) + tuple(slice(None, None, st) for st in stride)]
             _gemm_into(out.reshape(-1, oc), xc.reshape(-1, k), wc, plan, whole)
             return out
         xp = _centered_padded(ifm, input_zp, dt, pads)
@@ -254,13 +260,12 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
     if floats:
         wc, dt = weights.astype(np.float64), np.float64
     else:
-        wc = _centered(weights, weight_zp)
         a, b = _type_bound(ifm, input_zp), _type_bound(weights, weight_zp)
         if a is None or b is None or kh * kw * a * b >= 1 << 31:     # else int32 by the types
-            a, b = _centered_bound(ifm, input_zp), _maxabs(wc)
+            a, b = _centered_bound(ifm, input_zp), _maxabs(_centered(weights, weight_zp))
         p = kh * kw * a * b
         dt = np.float32 if p < _F32_EXACT else np.int32 if p < (1 << 31) else np.int64
-    wc = np.ascontiguousarray(wc.astype(dt))
+        wc = _centered_as(weights, weight_zp, dt)
     h = ifm.shape[1]
     oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
     n = ifm.shape[0]

@@ -246,14 +246,11 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
     bits = _BITS.get(out_dtype)
     if bits is None or bits > 32 or rounding_mode not in ROUNDING_MODES:
         return None
-    m = np.asarray(multiplier).reshape(-1)
-    s = np.asarray(shift).reshape(-1)
-    if not per_channel:
-        m, s = m[:1], s[:1]
-    ml, sl = m.tolist(), s.tolist()
-    if not sl or min(sl) < 2 or max(sl) > 62 or min(ml) < 0 or (
-            rounding_mode == "DOUBLE_ROUND" and max(sl) > 31):
+    zp = _extend_zp(output_zp, bits, False)
+    k = _stage_constants(bias, multiplier, shift, per_channel, zp, rounding_mode == "DOUBLE_ROUND")
+    if k is None:
         return None
+    m, c, s, mmax, bmax, cmax = k
     bound = _ACC_BOUNDS.get(a.dtype)
     if bound is None:                     # float64 or int64 sums: bounded from the data
         if a.dtype.kind not in "if" or not a.size:
@@ -262,27 +259,13 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
         if not -2.0 ** 62 < lo <= hi < 2.0 ** 62:      # also refuses NaN
             return None
         bound = max(-int(lo), int(hi), 0)
-    b = None if bias is None else np.asarray(bias).reshape(-1)
-    bl = [0] if b is None else b.tolist()
-    bmax = max(max(bl), -min(bl)) if bl else 0
-    if bmax and bound + bmax >= 1 << 31:
-        return None
-    zp = _extend_zp(output_zp, bits, False)
-    mmax = max(ml)
-    if bound * mmax + bmax * mmax + (2 * abs(zp) + 1) * (1 << (max(sl) - 1)) >= 1 << 63:
+    if (bmax and bound + bmax >= 1 << 31) or bound * mmax + cmax >= 1 << 63:
         return None
     lo, hi = signed_range(bits)
     if clamp is not None:
         if not lo <= clamp[0] <= clamp[1] <= hi:
             return None
         lo, hi = clamp
-    if len(ml) == 1 and len(bl) == 1:                   # one scale: Python ints
-        m, s, c = ml[0], sl[0], bl[0] * ml[0] + ((2 * zp + 1) << (sl[0] - 1))
-    else:
-        s = s.astype(np.int64)
-        c = np.left_shift(np.int64(2 * zp + 1), s - 1)
-        if b is not None:
-            c = c + b.astype(np.int64) * m
     v = a.astype(np.int64)
     v *= m
     v += c
@@ -293,6 +276,50 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
         return v.astype(out_dtype)
     out[...] = v
     return out
+
+
+_STAGE_TABLES: dict = {}
+
+
+def _stage_constants(bias, multiplier, shift, per_channel: bool, zp: int, double_round: bool):
+    """(m, c, s, max m, max |bias|, max |c|) of _int32_stage for these per-channel tables, or
+    None when they do not qualify. A pure function of the tables' bytes, read from memory on
+    every call: tiles of a layer share their tables, so it is kept by those bytes."""
+    m = np.asarray(multiplier).reshape(-1)
+    s = np.asarray(shift).reshape(-1)
+    if not per_channel:
+        m, s = m[:1], s[:1]
+    b = None if bias is None else np.asarray(bias).reshape(-1)
+    key = (m.dtype.char, m.tobytes(), s.dtype.char, s.tobytes(), None if b is None else (
+        b.dtype.char, b.tobytes()), zp, double_round)
+    hit = _STAGE_TABLES.get(key, False)
+    if hit is not False:
+        return hit
+    hit = _stage_tables(m, s, b, zp, double_round)
+    if len(_STAGE_TABLES) >= 4096:
+        _STAGE_TABLES.clear()
+    _STAGE_TABLES[key] = hit
+    return hit
+
+
+def _stage_tables(m, s, b, zp: int, double_round: bool):
+    ml, sl = m.tolist(), s.tolist()
+    bl = [0] if b is None else b.tolist()
+    if not sl or not bl or min(sl) < 2 or max(sl) > 62 or min(ml) < 0 or (
+            double_round and max(sl) > 31):
+        return None
+    mmax, bmax = max(ml), max(max(bl), -min(bl))
+    cmax = bmax * mmax + (2 * abs(zp) + 1) * (1 << (max(sl) - 1))
+    if cmax >= 1 << 63:
+        return None
+    if len(ml) == 1 and len(bl) == 1:                   # one scale: Python ints
+        return ml[0], bl[0] * ml[0] + ((2 * zp + 1) << (sl[0] - 1)), sl[0], mmax, bmax, cmax
+    s = s.astype(np.int64)
+    c = np.left_shift(np.int64(2 * zp + 1), s - 1)
+    if b is not None:
+        c = c + b.astype(np.int64) * m
+    m = m.astype(np.int64)
+    return m, c, s, mmax, bmax, cmax
 
 
 def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:
