@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import npu_sim.datapath as dp
+from npu_sim.datapath import scale
 from dp_helpers import add_rescale
 from oracle import DType, GraphBuilder
 
@@ -168,3 +169,79 @@ def test_output_stage_without_multiplier_wraps_and_saturates():
     acc48 = np.array([[(1 << 47) - 10, -(1 << 47) + 5]], dtype=np.int64)
     r = dp.output_stage(acc48, bias=np.array([20, -10]), acc_dtype="int48")
     assert r.dtype == np.int64 and list(r[0]) == [(1 << 47) - 1, -(1 << 47)]
+
+
+def _py_stage(acc, bias, m, s, zp, lo, hi, double_round):
+    """The int32 output stage in Python ints, as the spec computes it: the register wraps
+    acc + bias to int32, then apply_scale_32, the zero point, saturation."""
+    out = []
+    for row in acc.reshape(-1, acc.shape[-1]).tolist():
+        for c, v in enumerate(row):
+            v = (int(v) + int(bias[c % len(bias)]) + (1 << 31)) % (1 << 32) - (1 << 31)
+            r = _py_scale(v, int(m[c % len(m)]), int(s[c % len(s)]), double_round) + zp
+            out.append(min(max(r, lo), hi))
+    return np.array(out, dtype=np.int64).reshape(acc.shape)
+
+
+STAGE_CASES = [   # (acc dtype, |acc| bits, |bias| bits, shifts, double round, out dtype, clamp,
+                  #  folded with bias, folded without)
+    (np.float32, 23, 14, (20, 40), False, np.int8, None, True, True),   # the MAC tiles' case
+    (np.float32, 23, 31, (20, 40), False, np.int8, (-100, 90), False, True),  # may wrap
+    (np.float64, 28, 14, (30, 62), False, np.int16, None, True, True),  # bound from the data
+    (np.float64, 30, 30, (2, 31), True, np.int32, None, False, True),   # may wrap
+    (np.float32, 23, 10, (2, 62), True, np.int16, (-128, 0), False, False),  # DOUBLE_ROUND, s > 31
+    (np.int64, 45, 20, (40, 62), False, np.int8, None, False, False),   # beyond int64
+]
+
+
+@pytest.mark.parametrize("case", range(len(STAGE_CASES)))
+def test_output_stage_int32_equals_the_spec(case, monkeypatch):
+    """The folded int32 stage (bias, rounding and zero point in one per-channel constant,
+    where bounds prove it exact) against Python integers, and the cases where it must fall
+    back to the general path: acc + bias that may wrap the register, shifts above 31 under
+    DOUBLE_ROUND, products beyond int64. Per channel and per tensor, with and without bias."""
+    adt, abits, bbits, (slo, shi), dr, odt, clamp, *folds = STAGE_CASES[case]
+    rng = np.random.default_rng(40 + case)
+    folded = []
+    stage = scale._int32_stage
+    monkeypatch.setattr(scale, "_int32_stage",
+                        lambda *a: folded.append(stage(*a) is not None) or stage(*a))
+    for per_channel, with_bias in ((True, True), (False, True), (True, False)):
+        c = 7
+        acc = rng.integers(-(1 << abits), 1 << abits, size=(3, 5, c)).astype(adt)
+        acc.reshape(-1)[:2] = (1 << abits) - 1, -(1 << abits)
+        bias = rng.integers(-(1 << bbits), min((1 << bbits) + 1, 1 << 31), size=c)
+        bias[:2] = min(1 << bbits, (1 << 31) - 1), -(1 << bbits)
+        bias = bias.astype(np.int32)
+        m = rng.integers(1 << 30, 1 << 31, size=c).astype(np.int32)
+        s = rng.integers(slo, shi + 1, size=c).astype(np.int32)
+        m[0], s[0] = (1 << 31) - 1, shi
+        info = np.iinfo(odt)
+        zp = int(rng.integers(-128, 128)) if odt == np.int8 else 0
+        lo, hi = clamp or (int(info.min), int(info.max))
+        tables = (bias if with_bias else np.zeros(1, np.int32), m if per_channel else m[:1],
+                  s if per_channel else s[:1])
+        want = _py_stage(acc, *tables, zp, lo, hi, dr).astype(odt)
+        got = dp.output_stage(acc, bias=bias if with_bias else None, multiplier=m, shift=s,
+                              rounding_mode="DOUBLE_ROUND" if dr else "SINGLE_ROUND",
+                              per_channel=per_channel, output_zp=zp, clamp=clamp,
+                              out_dtype=odt)
+        assert got.dtype == odt
+        np.testing.assert_array_equal(got, want)
+        assert folded.pop() == folds[0 if with_bias else 1]
+
+
+def test_output_stage_reads_new_tables_each_time():
+    """The stage's constants are kept by the tables' bytes: new values written into the same
+    arrays (a layer's tables staged over the last one's) give the new result."""
+    acc = np.arange(-60, 60, dtype=np.float32).reshape(1, 30, 4) * 1000
+    bias, m, s = np.zeros(4, np.int32), np.full(4, 1 << 30, np.int32), np.full(4, 20, np.int32)
+    out = np.empty(acc.shape, np.int8)
+    kw = dict(bias=bias, multiplier=m, shift=s, out_dtype=np.int8, out=out)
+    first = dp.output_stage(acc, **kw).copy()
+    np.testing.assert_array_equal(first, _py_stage(acc, bias, m, s, 0, -128, 127, False))
+    for table, value in ((bias, 5000), (m, 1 << 29), (s, 18)):
+        table[1] = value
+        got = dp.output_stage(acc, **kw)
+        np.testing.assert_array_equal(got, _py_stage(acc, bias, m, s, 0, -128, 127, False))
+        assert not np.array_equal(got[..., 1], first[..., 1])
