@@ -16,6 +16,7 @@ from .memory import Memories
 from .ops import MAC_KERNELS, VECTOR_KERNELS
 
 FLOAT_ACCUMULATORS = ("fp16", "fp32")
+INT32_EXACT = (np.dtype(np.float32), np.dtype(np.int32))   # MAC sums that int32 holds exactly
 STAGE_CHUNK = 1 << 14       # elements per output-stage pass: bounds its int64 temporaries
 
 
@@ -33,8 +34,13 @@ def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
                                   out_dtype=None if out_name == "acc_out" else out.dtype,
                                   bias=x.get("bias"))
         return
-    if "acc_in" in x:                   # partial sums of a split reduction: add in int64
-        acc = acc.astype(np.int64) + x["acc_in"].astype(np.int64)
+    if "acc_in" in x:                   # partial sums of a split reduction
+        if a["acc_dtype"] == "int32" and acc.dtype in INT32_EXACT:
+            # int32 holds these sums exactly, and an int32 add wraps as the register does
+            acc = acc.astype(np.int32)
+            acc += x["acc_in"]
+        else:                           # add in int64
+            acc = acc.astype(np.int64) + x["acc_in"].astype(np.int64)
     if out_name == "acc_out":
         out[...] = _wrap_acc(acc, a["acc_dtype"])
         return

@@ -360,13 +360,15 @@ def transpose_conv2d_acc(ifm_box, weights, stride=(1, 1), out_pad_top=0, out_pad
 
 
 def matmul_acc(a, b, a_zp=0, b_zp=0) -> np.ndarray:
-    """MATMUL accumulators: a [N,H,C] x b [N,C,W] -> int64 [N,H,W] (float64 for floats)."""
+    """MATMUL accumulators: a [N,H,C] x b [N,C,W] -> [N,H,W] exact sums (as the module
+    says; float64 for floats)."""
     a, b = np.asarray(a), np.asarray(b)
     if is_float(a.dtype):
         with _ieee(True):
             return np.matmul(a.astype(np.float64), b.astype(np.float64))
-    ac, bc = _centered(a, a_zp), _centered(b, b_zp)
-    return _matmul(ac, bc, _mac_plan(a.shape[-1], _maxabs(ac), _maxabs(bc)))
+    k = a.shape[-1]
+    plan = _conv_plan(k, a.shape[0] * a.shape[1] * b.shape[-1] * k, a, a_zp, b, b_zp)
+    return _exact_matmul(_centered_as(a, a_zp, plan[0]), _centered_as(b, b_zp, plan[0]), plan)
 
 
 def float_stage(acc, *, acc_dtype: str, out_dtype, bias=None, acc_in=None) -> np.ndarray:

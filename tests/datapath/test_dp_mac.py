@@ -268,7 +268,8 @@ def _brute_matmul(a, b, azp, bzp):
                                           (9000, -32768, 32767, "f64"),
                                           (300, -32768, 32767, "i64")])
 def test_matmul_precision_paths_exact(c, lo, hi, path, monkeypatch):
-    """Covers the float32 (whole / K-chunked), float64 and int64 MAC paths."""
+    """Covers the float32 (whole / K-chunked), float64 and int64 MAC paths (the sums come
+    back in the dtype they were computed in, exact)."""
     rng = np.random.default_rng(c)
     a = rng.integers(lo, hi, size=(1, 3, c), endpoint=True)
     b = rng.integers(lo, hi, size=(1, c, 2), endpoint=True)
@@ -277,6 +278,8 @@ def test_matmul_precision_paths_exact(c, lo, hi, path, monkeypatch):
         b = np.where(rng.random(b.shape) < 0.5, lo, hi)
     if path == "i64":  # the real trigger needs K >= 2^23 for int16; lower the threshold
         monkeypatch.setattr(mac, "_F64_EXACT", 1)
+    if path == "f32-chunked":  # a small problem takes float64 by the types; a large one chunks
+        monkeypatch.setattr(mac, "_SMALL_MACS", 0)
     dt = np.int8 if hi < 128 else np.int16
     a, b = a.astype(dt), b.astype(dt)
     plan = mac._mac_plan(c, mac._maxabs(a), mac._maxabs(b))
@@ -286,8 +289,9 @@ def test_matmul_precision_paths_exact(c, lo, hi, path, monkeypatch):
     else:
         assert plan == expect[path]
     got = dp.matmul_acc(a, b)
-    assert got.dtype == np.int64
-    assert (got.astype(object) == _brute_matmul(a, b, 0, 0)).all()
+    assert got.dtype == {"f32": np.float32, "f32-chunked": np.float64, "f64": np.float64,
+                         "i64": np.int64}[path]
+    assert (got.astype(np.int64).astype(object) == _brute_matmul(a, b, 0, 0)).all()
     if path == "i64":  # conv im2col and transpose conv on the int64 path too
         x, w = a.reshape(1, 1, 3, c), b.transpose(2, 0, 1).reshape(2, 1, 1, c).astype(np.int8)
         ref = _brute_matmul(a, w.reshape(2, c).T[None], 0, 0).reshape(1, 1, 3, 2)
