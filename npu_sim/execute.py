@@ -22,6 +22,8 @@ STAGE_CHUNK = 1 << 14       # elements per output-stage pass: bounds its int64 t
 
 def _wrap_acc(acc: np.ndarray, acc_dtype: str) -> np.ndarray:
     if acc_dtype == "int32":
+        if acc.dtype == np.int32:
+            return acc
         return acc.astype(np.int64).astype(np.int32)       # two's-complement wrap, as the model
     return acc.astype(np.int64)
 
