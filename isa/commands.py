@@ -88,6 +88,8 @@ def dense(mem: int, addr: int, shape, dtype: str) -> TensorView:
 
 @dataclass(kw_only=True)
 class Command:
+    """What every command has: its id, the commands it waits for and its layer."""
+
     id: int
     deps: tuple[int, ...] = ()
     layer: int = -1          # index into Program.layers, for per-layer reports

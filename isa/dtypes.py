@@ -16,6 +16,8 @@ import numpy as np
 
 @dataclass(frozen=True)
 class DType:
+    """One element type: its TOSA name, encoding code, numpy storage, kind and widths."""
+
     name: str                  # TOSA name, lower case ("int8", "bf16"); "shape" is shape_t
     code: int                  # .npub encoding code
     storage: np.dtype          # numpy type of one element in memory

@@ -15,6 +15,8 @@ from .errors import ProgramError
 
 @dataclass(frozen=True)
 class OpSpec:
+    """An opcode: its unit, operand names and attributes."""
+
     unit: str
     inputs: tuple[str, ...]
     optional: tuple[str, ...]

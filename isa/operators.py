@@ -44,6 +44,8 @@ FLOAT_CLASSES = ("fp_add", "fp_multiply", "fp_special")
 
 @dataclass(frozen=True)
 class OperatorDef:
+    """One TOSA operator: its family, engine, operands and the ISA opcode of its tiles."""
+
     name: str
     family: str
     engine: str

@@ -39,6 +39,8 @@ class Layer:
 
 @dataclass
 class Program:
+    """A compiled program: memories, commands, constant image, bindings and layers."""
+
     memories: list[str]                 # external memory names; memory id = index + 1
     memory_sizes: list[int]             # bytes each needs; index 0 is the on-chip buffer
     commands: list[Command]

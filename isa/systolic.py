@@ -44,6 +44,8 @@ UNLIMITED = math.inf
 
 @dataclass(frozen=True)
 class ArrayTime:
+    """The array's time for one problem: busy, ideal and streaming cycles, traffic."""
+
     cycles: int          # the array's busy cycles
     ideal: int           # cycles at unlimited operand bandwidth
     compute: int         # cycles streaming operands (folds x stream x passes)

@@ -41,6 +41,8 @@ def default_model() -> Path:
 
 @dataclass
 class RunResult:
+    """What api.run and api.simulate return: outputs, report, program, schedule."""
+
     outputs: dict[str, np.ndarray]
     report: Report
     program: Program

@@ -51,6 +51,8 @@ FLOAT_PAIRS = tuple(f"{t}x{t}" for t in FLOAT_ACC)
 
 @dataclass(frozen=True)
 class MacArrayConfig:
+    """The MAC array (YAML `mac_array`): shape, dataflow, precisions, operand ports."""
+
     rows: int
     cols: int
     dataflow: str
@@ -75,6 +77,8 @@ class MacArrayConfig:
 
 @dataclass(frozen=True)
 class VectorUnitConfig:
+    """The vector unit (YAML `vector_unit`): lanes and cycles per op class."""
+
     lanes: int
     cycles_per_lane: dict[str, float] = field(default_factory=dict)   # op class -> cycles
 
@@ -84,6 +88,8 @@ class VectorUnitConfig:
 
 @dataclass(frozen=True)
 class SramConfig:
+    """The on-chip buffer (YAML `sram`): size, banks and their interleave."""
+
     size: int
     banks: int
     bytes_per_cycle: float  # per bank
@@ -96,6 +102,8 @@ class SramConfig:
 
 @dataclass(frozen=True)
 class DmaConfig:
+    """The DMA engines (YAML `dma`): channels, rate and setup."""
+
     channels: int
     bytes_per_cycle: float  # per channel
     setup_cycles: int
@@ -103,6 +111,8 @@ class DmaConfig:
 
 @dataclass(frozen=True)
 class MemoryConfig:
+    """One external memory (YAML `memories.NAME`): size, bandwidth, latency."""
+
     name: str
     size: int
     bandwidth_gbps: float
@@ -111,6 +121,8 @@ class MemoryConfig:
 
 @dataclass(frozen=True)
 class PlacementConfig:
+    """Which external memory holds the weights and which the feature maps."""
+
     weights: str
     feature_maps: str
 
@@ -140,12 +152,16 @@ class OperatingPoint:
 
 @dataclass(frozen=True)
 class MemoryEnergy:
+    """An external memory's energy per byte read and written."""
+
     read_pj_per_byte: float
     write_pj_per_byte: float
 
 
 @dataclass(frozen=True)
 class EnergyConfig:
+    """Energy per event (YAML `energy`), pJ, and leakage power."""
+
     mac_pj: dict[str, float]
     vector_op_pj: dict[str, float]   # per op class (isa.operators.VECTOR_CLASSES)
     sram_read_pj_per_byte: float
@@ -160,6 +176,8 @@ class EnergyConfig:
 
 @dataclass(frozen=True)
 class CpuBaselineConfig:
+    """The host CPU (YAML `cpu_baseline`): runs fallback ops; NNAPI's baseline."""
+
     name: str
     clock_mhz: float
     macs_per_cycle: float
@@ -185,6 +203,8 @@ class AreaConfig:
 
 @dataclass(frozen=True)
 class TosaTarget:
+    """The TOSA profiles, extensions and level the machine implements."""
+
     profiles: tuple[str, ...]   # PRO-INT, and PRO-FP when the machine has a float datapath
     extensions: tuple[str, ...]
     level: str  # "8K" or "none"
@@ -192,6 +212,8 @@ class TosaTarget:
 
 @dataclass(frozen=True)
 class HardwareConfig:
+    """One NPU, as a YAML config describes it (load_config)."""
+
     name: str
     description: str
     clock_mhz: float

@@ -23,6 +23,8 @@ PIPELINE_LATENCY = 8          # vector unit fill/drain cycles per command
 
 @dataclass
 class Cost:
+    """The cycles a command occupies its engine, the ports and banks it holds, its work."""
+
     setup: int                 # cycles before the ports are needed (setup, latency, fill)
     busy: int                  # cycles holding the ports
     ports: tuple[int, ...]     # external memory ids held during `busy`

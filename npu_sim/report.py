@@ -17,6 +17,8 @@ from .simulator import SimResult
 
 @dataclass
 class LayerRow:
+    """One layer's line of the report."""
+
     index: int
     name: str
     ops: list[str]
@@ -39,6 +41,8 @@ class LayerRow:
 
 @dataclass
 class Report:
+    """A run's figures: cycles, energy, utilization, bounds and the layers."""
+
     model: str
     config: str
     clock_mhz: float

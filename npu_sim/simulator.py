@@ -41,6 +41,8 @@ MAX_BURSTS = 4             # bounds simpy events per command
 
 @dataclass
 class SimResult:
+    """A run's schedule: every command's start, end and cost, the outputs."""
+
     cycles: int
     start: np.ndarray                    # per command
     end: np.ndarray
