@@ -27,28 +27,40 @@ class Events:
 
 def count_events(program, costs) -> Events:
     rows, mems = len(program.layers) + 1, len(program.memories) + 1
-    # Python lists while counting (numpy item updates cost more than the arithmetic).
+    # Python lists while counting (numpy item updates cost more than the arithmetic). A
+    # command's events are a function of its kind and its cost, and costs are shared, so the
+    # commands are counted per (row, cost) and each distinct one priced once; the counts are
+    # integers, so the sums are the same in any order.
     traffic = [[0] * (2 * mems) for _ in range(rows)]
     dma, host = [0] * rows, [0] * rows
     macs: dict[str, list[int]] = {}
     vector: dict[str, list[int]] = {}
+    last = rows - 1
+    groups: dict[tuple[int, int], list] = {}
     for cmd in program.commands:
-        row = cmd.layer if 0 <= cmd.layer < rows - 1 else rows - 1
-        counts = traffic[row]
+        layer = cmd.layer
         cost = costs[cmd.id]
-        for mem, read, written in cost.traffic:
-            counts[2 * mem] += read
-            counts[2 * mem + 1] += written
-        if isinstance(cmd, (DmaCopy, DmaFill)):
-            dma[row] += cmd.dst.nbytes
-        elif cmd.unit == "mac":
-            macs.setdefault(cmd_dtype(cmd), [0] * rows)[row] += cost.macs
-            counts[0] += cost.reread        # operands the array streams again read the banks again
-        elif cmd.unit == "vector":
-            for op_class, n in (cost.vector or {}).items():
-                vector.setdefault(op_class, [0] * rows)[row] += n
+        key = (layer if 0 <= layer < last else last, id(cost))
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [1, cmd, cost]
         else:
-            host[row] += cost.setup + cost.busy
+            group[0] += 1
+    for (row, _), (n, cmd, cost) in groups.items():
+        counts = traffic[row]
+        for mem, read, written in cost.traffic:
+            counts[2 * mem] += n * read
+            counts[2 * mem + 1] += n * written
+        if isinstance(cmd, (DmaCopy, DmaFill)):
+            dma[row] += n * cmd.dst.nbytes
+        elif cmd.unit == "mac":
+            macs.setdefault(cmd_dtype(cmd), [0] * rows)[row] += n * cost.macs
+            counts[0] += n * cost.reread    # operands the array streams again read the banks again
+        elif cmd.unit == "vector":
+            for op_class, k in (cost.vector or {}).items():
+                vector.setdefault(op_class, [0] * rows)[row] += n * k
+        else:
+            host[row] += n * (cost.setup + cost.busy)
     return Events(np.array(traffic, dtype=np.float64).reshape(rows, mems, 2),
                   np.array(dma, dtype=np.float64),
                   {k: np.array(v, dtype=np.float64) for k, v in macs.items()},

@@ -181,21 +181,22 @@ def build_report(program, config, sim: SimResult, timing_only: bool) -> Report:
     rows = []
     by_layer: list[list[int]] = [[] for _ in range(n_layers)]
     computing: list[list[int]] = [[] for _ in range(n_layers)]
-    for cmd in program.commands:
-        if 0 <= cmd.layer < n_layers:
-            by_layer[cmd.layer].append(cmd.id)
-            if isinstance(cmd, Compute):
-                computing[cmd.layer].append(cmd.id)
-    frontier = 0
-    mac_busy = np.zeros(n_layers)
+    busy_sums = [0] * n_layers       # ints while summing: numpy item updates cost more
     mac_fill = [0] * n_layers
     mac_stall = [0] * n_layers
     for cmd in program.commands:
-        if getattr(cmd, "unit", "") == "mac" and 0 <= cmd.layer < n_layers:
-            c = sim.costs[cmd.id]
-            mac_busy[cmd.layer] += c.busy
-            mac_fill[cmd.layer] += c.fill
-            mac_stall[cmd.layer] += c.stall
+        layer = cmd.layer
+        if 0 <= layer < n_layers:
+            by_layer[layer].append(cmd.id)
+            if isinstance(cmd, Compute):
+                computing[layer].append(cmd.id)
+                if cmd.unit == "mac":
+                    c = sim.costs[cmd.id]
+                    busy_sums[layer] += c.busy
+                    mac_fill[layer] += c.fill
+                    mac_stall[layer] += c.stall
+    frontier = 0
+    mac_busy = np.array(busy_sums, dtype=np.float64)
     for i, layer in enumerate(program.layers):
         ids = by_layer[i]
         s = int(sim.start[ids].min()) if ids else 0
