@@ -259,7 +259,9 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
         if not -2.0 ** 62 < lo <= hi < 2.0 ** 62:      # also refuses NaN
             return None
         bound = max(-int(lo), int(hi), 0)
-    if (bmax and bound + bmax >= 1 << 31) or bound * mmax + cmax >= 1 << 63:
+    # Sums of a wider dtype may pass int32 even without a bias: the register wraps them.
+    wide = a.dtype not in _INT32_EXACT
+    if ((bmax or wide) and bound + bmax >= 1 << 31) or bound * mmax + cmax >= 1 << 63:
         return None
     lo, hi = signed_range(bits)
     if clamp is not None:

@@ -231,6 +231,19 @@ def test_output_stage_int32_equals_the_spec(case, monkeypatch):
         assert folded.pop() == folds[0 if with_bias else 1]
 
 
+def test_output_stage_wraps_wide_sums_without_bias():
+    """int64 or float64 sums beyond int32 wrap as the register does even with no bias to add
+    (a MATMUL's): the folded stage must not scale them unwrapped."""
+    m, s = np.full(1, 1 << 30, np.int32), np.full(1, 31, np.int32)
+    for adt in (np.int64, np.float64):
+        acc = np.array([[2 ** 31 + 5, -2 ** 31 - 7, 2 ** 31 - 1]], dtype=adt)
+        got = dp.output_stage(acc, multiplier=m, shift=s, per_channel=False, out_dtype=np.int16)
+        want = _py_stage(acc.astype(np.int64), np.zeros(1, np.int32), m, s, 0, -32768, 32767,
+                         False)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, [[-32768, 32767, 32767]])
+
+
 def test_output_stage_reads_new_tables_each_time():
     """The stage's constants are kept by the tables' bytes: new values written into the same
     arrays (a layer's tables staged over the last one's) give the new result."""
