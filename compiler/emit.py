@@ -165,11 +165,10 @@ class Emitter:
         return self._access(spans, engine, queue, load)
 
     def _access(self, spans, engine: str, queue: int | None, load: bool) -> tuple[int, ...]:
-        """_sync() of a command's byte ranges. Writes are looked up and recorded in one pass,
-        then reads looked up, the command placed, and its reads recorded. A read of bytes the
-        command also writes finds the command itself (skipped) where it would find their last
-        writer, which the write found already; the read's record there is redundant (any later
-        access meeting it meets the command as their writer too)."""
+        """_sync() of a command's byte ranges, reads first: a read looks up the last writer of
+        its bytes, a write looks up and replaces their last writer and readers in one pass;
+        then the command is placed and its reads recorded. So what a command finds is always
+        an earlier command, never itself."""
         cmd_id = len(self.engine_of)
         self.engine_of.append(engine)
         memories = self.memories
@@ -206,7 +205,7 @@ class Emitter:
         for i in ids:
             e = engine_of[i]
             j = latest.get(e)
-            if (j is None or order[j] < order[i]) and i != cmd_id:
+            if j is None or order[j] < order[i]:
                 latest[e] = i
         return tuple(sorted(latest.values(), key=order.__getitem__))
 
@@ -215,7 +214,7 @@ class Emitter:
         last), recorded in self.rank."""
         key = float(cmd_id)
         if load:
-            key = max(max((i for i in ids if i != cmd_id), default=-1) + 0.5,
+            key = max(max(ids, default=-1) + 0.5,
                       self._last_load.get(queue, -1.0), self._own.get((queue, self.layer), -1.0))
             self._last_load[queue] = key
         if queue is not None:
