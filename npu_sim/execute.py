@@ -11,12 +11,12 @@ from npu_sim.isa.commands import Compute, DmaCopy, DmaFill
 from npu_sim.isa.dtypes import fill_element
 
 from . import datapath as dp
+from .datapath.scale import INT32_EXACT
 from .hostcpu import run_host_op
 from .memory import Memories
 from .ops import MAC_KERNELS, VECTOR_KERNELS
 
 FLOAT_ACCUMULATORS = ("fp16", "fp32")
-INT32_EXACT = (np.dtype(np.float32), np.dtype(np.int32))   # MAC sums that int32 holds exactly
 STAGE_CHUNK = 1 << 14       # elements per output-stage pass: bounds its int64 temporaries
 
 

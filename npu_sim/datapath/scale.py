@@ -13,7 +13,8 @@ _M32 = (1 << 32) - 1
 # Bit width of the TOSA type each storage dtype carries (int64 holds int48 in this package).
 _BITS = {np.dtype(np.int8): 8, np.dtype(np.int16): 16, np.dtype(np.int32): 32, np.dtype(np.int64): 48}
 _UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32}
-_INT32_EXACT = (np.dtype(np.int32), np.dtype(np.float32))
+# MAC sums that int32 holds exactly (float32 ones: the MAC kernels' plans keep them below 2^24)
+INT32_EXACT = (np.dtype(np.int32), np.dtype(np.float32))
 
 ROUNDING_MODES = ("SINGLE_ROUND", "DOUBLE_ROUND", "INEXACT_ROUND")
 
@@ -188,7 +189,7 @@ def output_stage(acc, *, bias=None, multiplier=None, shift=None, scale32: bool =
                          clamp, np.dtype(out_dtype), out)
         if r is not None:
             return r
-    if acc_dtype == "int32" and a.dtype in _INT32_EXACT:
+    if acc_dtype == "int32" and a.dtype in INT32_EXACT:
         # Sums that int32 holds (float32 ones are exact integers below 2^24, as the MAC
         # kernels' float32 plans prove): an int32 add wraps as the register does, the same as
         # adding in int64 and wrapping after.
@@ -260,7 +261,7 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
             return None
         bound = max(-int(lo), int(hi), 0)
     # Sums of a wider dtype may pass int32 even without a bias: the register wraps them.
-    wide = a.dtype not in _INT32_EXACT
+    wide = a.dtype not in INT32_EXACT
     if ((bmax or wide) and bound + bmax >= 1 << 31) or bound * mmax + cmax >= 1 << 63:
         return None
     lo, hi = signed_range(bits)
