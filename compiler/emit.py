@@ -247,7 +247,8 @@ class Emitter:
         return cmd_id
 
     def in_program_order(self) -> list:
-        """The commands in program order, numbered by it (their dependencies too)."""
+        """The commands in program order, numbered by it (their dependencies too); the emitter
+        keeps that order, so a second call returns the same list."""
         order = sorted(range(len(self.commands)), key=self.rank.__getitem__)
         if all(i == p for p, i in enumerate(order)):
             return self.commands
@@ -259,6 +260,7 @@ class Emitter:
             cmd = self.commands[i]
             cmd.id, cmd.deps = p, tuple(place[d] for d in cmd.deps)
             out.append(cmd)
+        self.commands, self.rank = out, list(range(len(out)))
         return out
 
 

@@ -124,10 +124,15 @@ def test_loads_placed_ahead_as_emitted_equal_the_program_reordered_and_resynchro
         place.append(key)
     order = sorted(range(len(place)), key=lambda i: (place[i], i))
     assert order != list(range(len(order)))                  # some loads moved
+    emitted = list(em.commands)
     commands = em.in_program_order()
-    assert [id(c) for c in commands] == [id(em.commands[i]) for i in order]
+    assert [id(c) for c in commands] == [id(emitted[i]) for i in order]
     assert [c.id for c in commands] == list(range(len(order)))
     assert [c.deps for c in commands] == _byte_model_deps([accesses[i][:3] for i in order])
+    ids, deps = [c.id for c in commands], [c.deps for c in commands]
+    again = em.in_program_order()        # renumbered once: a second call changes nothing
+    assert again == commands
+    assert [c.id for c in again] == ids and [c.deps for c in again] == deps
 
 
 def test_a_load_placed_ahead_leaves_a_later_reader_of_its_bytes_their_latest():
