@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,7 +63,11 @@ _RANGES = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
 
 def _type_bound(x, zp) -> int | None:
     """max |x - zp| over every value of x's dtype (narrow integers), with no pass over x."""
-    r = _RANGES.get(x.dtype)
+    return _type_bound_of(x.dtype, zp)
+
+
+def _type_bound_of(dtype, zp) -> int | None:
+    r = _RANGES.get(dtype)
     return None if r is None else max(abs(r[0] - int(zp)), abs(r[1] - int(zp)))
 
 
@@ -89,14 +94,20 @@ def _conv_plan(k: int, macs: int, x, x_zp, w, w_zp):
     whole GEMM exact: in float32, or in float64 for a small problem, where the passes over the
     data that might prove float32 exact cost more than float32 would save. Otherwise from the
     data's extremes."""
-    a, b = _type_bound(x, x_zp), _type_bound(w, w_zp)
+    plan = _type_plan(k, macs, x.dtype, x_zp, w.dtype, w_zp)
+    return plan or _mac_plan(k, _centered_bound(x, x_zp), _centered_bound(w, w_zp))
+
+
+def _type_plan(k: int, macs: int, x_dtype, x_zp, w_dtype, w_zp):
+    """_conv_plan's plan from the operands' dtypes alone, or None when the data must decide."""
+    a, b = _type_bound_of(x_dtype, x_zp), _type_bound_of(w_dtype, w_zp)
     if a is not None and b is not None:
         p = max(a * b, 1)
         if k * p < _F32_EXACT:
             return np.float32, k
         if macs < _SMALL_MACS and k * p < _F64_EXACT:
             return np.float64, k
-    return _mac_plan(k, _centered_bound(x, x_zp), _centered_bound(w, w_zp))
+    return None
 
 
 def _mac_plan(k: int, a_max: int, b_max: int):
@@ -143,18 +154,9 @@ def _centered_padded(x, zp, dt, pads) -> np.ndarray:
                                  for i, (lo, hi) in enumerate(pads))]
     grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
     shape = (x.shape[0], *(n + lo + hi for n, (lo, hi) in zip(x.shape[1:-1], grow)), x.shape[-1])
-    padded = any(lo or hi for lo, hi in grow)
-    out = np.zeros(shape, dt) if padded else np.empty(shape, dt)
-    inner = out[(slice(None),) + tuple(slice(lo, lo + n) for n, (lo, _) in
-                                       zip(x.shape[1:-1], grow))] if padded else out
-    if is_float(x.dtype) or (x.dtype.itemsize <= 2 and (np.issubdtype(dt, np.floating)
-                                                         or np.dtype(dt).itemsize >= 4)):
-        inner[...] = x
-        if zp and not is_float(x.dtype):
-            inner -= dt(zp)
-    else:
-        inner[...] = _centered(x, zp)
-    return out
+    inner = (slice(None),) + tuple(slice(lo, lo + n) for n, (lo, _) in
+                                   zip(x.shape[1:-1], grow))
+    return _padded(x, zp, dt, shape, inner if any(lo or hi for lo, hi in grow) else None)
 
 
 def _out_sizes(in_sizes, pads, kernel, stride, dilation):
@@ -174,8 +176,41 @@ def _windows(xp, out_sizes, kernel, stride, dilation) -> np.ndarray:
     return win
 
 
-def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> np.ndarray:
-    """Shared N-d convolution: ifm [N,*S,IC], weights [OC,*K,IC] -> int64 [N,*OS,OC] (im2col)."""
+class _Geometry(NamedTuple):
+    """What a convolution tile's shapes, dtypes and attributes decide, worked out once for
+    every tile that shares them (a layer's tiles repeat a few geometries)."""
+
+    k: int                          # dot-product length: kernel taps x input channels
+    oc: int
+    out_sizes: list
+    out_shape: tuple
+    floats: bool
+    plan: tuple | None              # from the dtypes, or None: the data decide
+    pointwise: tuple | None         # 1x1 unpadded: the input's stride slices, else None
+    crop: tuple | None              # slices of the input that negative pads crop
+    padded_shape: tuple
+    inner: tuple | None             # where the input sits in the padded array (None: unpadded)
+    window_shape: tuple
+    window_steps: tuple             # window strides in elements of the padded array
+    step: int                       # output rows per im2col block
+
+
+_GEOMETRIES: dict = {}
+
+
+def _geometry(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> _Geometry:
+    key = (ifm.shape, ifm.dtype, weights.shape, weights.dtype, pads, stride, dilation,
+           input_zp, weight_zp)
+    g = _GEOMETRIES.get(key)
+    if g is None:
+        if len(_GEOMETRIES) >= 4096:
+            _GEOMETRIES.clear()
+        g = _GEOMETRIES[key] = _new_geometry(ifm, weights, pads, stride, dilation, input_zp,
+                                             weight_zp)
+    return g
+
+
+def _new_geometry(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> _Geometry:
     kernel = weights.shape[1:-1]
     ic, oc = ifm.shape[-1], weights.shape[0]
     if weights.shape[-1] != ic:
@@ -185,34 +220,85 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     n = ifm.shape[0]
     out_shape = (n, *[max(o, 0) for o in out_sizes], oc)
     floats = is_float(ifm.dtype)
-    plan = _F64_PLAN if floats else _conv_plan(k, math.prod(out_shape) * k, ifm, input_zp,
-                                               weights, weight_zp)
+    plan = _F64_PLAN if floats else _type_plan(k, math.prod(out_shape) * k, ifm.dtype,
+                                               input_zp, weights.dtype, weight_zp)
+    pointwise = None
+    if all(w == 1 for w in kernel) and not any(lo or hi for lo, hi in pads):
+        pointwise = (slice(None),) + tuple(slice(None, None, st) for st in stride)
+    crop = (slice(None),) + tuple(slice(max(-lo, 0), ifm.shape[i + 1] - max(-hi, 0))
+                                  for i, (lo, hi) in enumerate(pads))
+    sizes = [len(range(*c.indices(d))) for c, d in zip(crop[1:], ifm.shape[1:-1])]
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    padded_shape = (n, *(d + lo + hi for d, (lo, hi) in zip(sizes, grow)), ic)
+    inner = (slice(None),) + tuple(slice(lo, lo + d) for d, (lo, _) in zip(sizes, grow)) if any(
+        lo or hi for lo, hi in grow) else None
+    steps = [1] * len(padded_shape)                         # element strides, C-contiguous
+    for i in range(len(padded_shape) - 2, -1, -1):
+        steps[i] = steps[i + 1] * padded_shape[i + 1]
+    S = len(kernel)
+    window_steps = (steps[0], *(steps[1 + i] * stride[i] for i in range(S)),
+                    *(steps[1 + i] * dilation[i] for i in range(S)), 1)
+    # Chunk over the first output spatial axis so the im2col copy stays bounded.
+    per_row = n * math.prod(out_sizes[1:]) * k
+    return _Geometry(k, oc, out_sizes, out_shape, floats, plan, pointwise,
+                     crop if any(lo < 0 or hi < 0 for lo, hi in pads) else None, padded_shape,
+                     inner, (n, *out_sizes, *kernel, ic), window_steps,
+                     max(1, _CHUNK // max(per_row, 1)))
+
+
+def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> np.ndarray:
+    """Shared N-d convolution: ifm [N,*S,IC], weights [OC,*K,IC] -> int64 [N,*OS,OC] (im2col)."""
+    g = _geometry(ifm, weights, pads, stride, dilation, input_zp, weight_zp)
+    k, oc = g.k, g.oc
+    plan = g.plan or _mac_plan(k, _centered_bound(ifm, input_zp),
+                               _centered_bound(weights, weight_zp))
     dt = plan[0]
     whole = plan[1] >= k                     # one GEMM per block, in the plan's dtype
-    out = np.empty(out_shape, dtype=dt if whole else np.float64)  # K-chunked sums in float64
+    out = np.empty(g.out_shape, dtype=dt if whole else np.float64)  # K-chunked sums in float64
     if out.size == 0:
         return out
     wc = _centered_as(weights, weight_zp, dt).reshape(oc, k).T  # [K*IC, OC]
-    with _ieee(floats):
-        if all(w == 1 for w in kernel) and not any(lo or hi for lo, hi in pads):
+    with _ieee(g.floats):
+        if g.pointwise is not None:
             # pointwise: the (strided) input is its own im2col, with no copy at stride 1
             xc = _centered_as(ifm, input_zp, dt)
             if any(st != 1 for st in stride):
-                xc = xc[(slice(None),) + tuple(slice(None, None, st) for st in stride)]
+                xc = xc[g.pointwise]
             _gemm_into(out.reshape(-1, oc), xc.reshape(-1, k), wc, plan, whole)
             return out
-        xp = _centered_padded(ifm, input_zp, dt, pads)
-        win = _windows(xp, out_sizes, kernel, stride, dilation)
-        # Chunk over the first output spatial axis so the im2col copy stays bounded.
-        per_row = n * math.prod(out_sizes[1:]) * k
-        step = max(1, _CHUNK // max(per_row, 1))
-        for r0 in range(0, out_sizes[0], step):
+        xp = _padded(ifm if g.crop is None else ifm[g.crop], input_zp, dt, g.padded_shape,
+                     g.inner)
+        size = xp.itemsize
+        win = np.ndarray(g.window_shape, dt, buffer=xp,
+                         strides=tuple(e * size for e in g.window_steps))
+        win.flags.writeable = False
+        step, rows = g.step, g.out_sizes[0]
+        if step >= rows:                     # one block: the windows' copy is the im2col
+            _gemm_into(out.reshape(-1, oc), win.reshape(-1, k), wc, plan, whole)
+            return out
+        for r0 in range(0, rows, step):
             cols = win[:, r0:r0 + step].reshape(-1, k)  # copies the windows: [M, K*IC]
             dst = out[:, r0:r0 + step]
             if dst.flags.c_contiguous:
                 _gemm_into(dst.reshape(-1, oc), cols, wc, plan, whole)
             else:
                 dst[...] = _exact_matmul(cols, wc, plan).reshape(dst.shape)
+    return out
+
+
+def _padded(x, zp, dt, shape, inner) -> np.ndarray:
+    """x - zp in the MAC dtype (as _centered_as) inside a new C-contiguous array of `shape`,
+    zero around it (`inner`: where x goes; None: x fills it), written once (padding
+    contributes exactly 0 after centring)."""
+    out = np.empty(shape, dt) if inner is None else np.zeros(shape, dt)
+    dst = out if inner is None else out[inner]
+    if is_float(x.dtype) or (x.dtype.itemsize <= 2 and (np.issubdtype(dt, np.floating)
+                                                         or np.dtype(dt).itemsize >= 4)):
+        dst[...] = x
+        if zp and not is_float(x.dtype):
+            dst -= dt(zp)
+    else:
+        dst[...] = _centered(x, zp)
     return out
 
 
@@ -230,16 +316,16 @@ def conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1), i
     Output size uses floor division, so tiles need not divide exactly.
     """
     t, b, l, r = pad
-    return _conv_nd_acc(np.asarray(ifm), np.asarray(weights), [(t, b), (l, r)], stride, dilation,
-                        input_zp, weight_zp)
+    return _conv_nd_acc(np.asarray(ifm), np.asarray(weights), ((t, b), (l, r)), tuple(stride),
+                        tuple(dilation), input_zp, weight_zp)
 
 
 def conv3d_acc(ifm, weights, pad=(0, 0, 0, 0, 0, 0), stride=(1, 1, 1), dilation=(1, 1, 1),
                input_zp=0, weight_zp=0) -> np.ndarray:
     """CONV3D accumulators. ifm [N,D,H,W,IC], weights [OC,KD,KH,KW,IC], pad (d0,d1,t,b,l,r)."""
-    pads = [(pad[0], pad[1]), (pad[2], pad[3]), (pad[4], pad[5])]
-    return _conv_nd_acc(np.asarray(ifm), np.asarray(weights), pads, stride, dilation, input_zp,
-                        weight_zp)
+    pads = ((pad[0], pad[1]), (pad[2], pad[3]), (pad[4], pad[5]))
+    return _conv_nd_acc(np.asarray(ifm), np.asarray(weights), pads, tuple(stride),
+                        tuple(dilation), input_zp, weight_zp)
 
 
 def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation=(1, 1),

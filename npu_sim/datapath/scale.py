@@ -242,8 +242,10 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
     With |acc| <= A and |bias| <= B, A + B < 2^31 means the register never wraps, so
     ((acc + bias) * m + rnd) >> s + zp = (acc * m + c) >> s with one per-channel constant
     c = bias * m + (2 zp + 1) << (s - 1) (adding zp << s before an arithmetic shift adds zp
-    after it), exact in int64 while A * max m + max |c| < 2^63. DOUBLE_ROUND changes rnd only
-    for shifts above 31."""
+    after it), exact in int64 while A * max m + max |c| < 2^63. Where it may wrap, the sums
+    wrap to int32 and the bias is added in int32, wrapping as the register does; then
+    c0 = (2 zp + 1) << (s - 1) takes the place of c (exact while 2^31 max m + max |c0| < 2^63).
+    DOUBLE_ROUND changes rnd only for shifts above 31."""
     bits = _BITS.get(out_dtype)
     if bits is None or bits > 32 or rounding_mode not in ROUNDING_MODES:
         return None
@@ -251,7 +253,7 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
     k = _stage_constants(bias, multiplier, shift, per_channel, zp, rounding_mode == "DOUBLE_ROUND")
     if k is None:
         return None
-    m, c, s, mmax, bmax, cmax = k
+    m, c, c0, b32, s, mmax, bmax, cmax, c0max = k
     bound = _ACC_BOUNDS.get(a.dtype)
     if bound is None:                     # float64 or int64 sums: bounded from the data
         if a.dtype.kind not in "if" or not a.size:
@@ -260,16 +262,23 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
         if not -2.0 ** 62 < lo <= hi < 2.0 ** 62:      # also refuses NaN
             return None
         bound = max(-int(lo), int(hi), 0)
-    # Sums of a wider dtype may pass int32 even without a bias: the register wraps them.
-    wide = a.dtype not in INT32_EXACT
-    if ((bmax or wide) and bound + bmax >= 1 << 31) or bound * mmax + cmax >= 1 << 63:
-        return None
     lo, hi = signed_range(bits)
     if clamp is not None:
         if not lo <= clamp[0] <= clamp[1] <= hi:
             return None
         lo, hi = clamp
-    v = a.astype(np.int64)
+    if bound + bmax < 1 << 31 or (not bmax and a.dtype in INT32_EXACT):
+        if bound * mmax + cmax >= 1 << 63:      # no wrap: the bias folded into c
+            return None
+        v = a.astype(np.int64)
+    else:
+        if (1 << 31) * mmax + c0max >= 1 << 63:
+            return None
+        # the register's wrap: sums beyond int32 (exact integers in int64) to int32 first
+        t = a.astype(np.int32) if bound < 1 << 31 else a.astype(np.int64).astype(np.int32)
+        if b32 is not None:
+            t += b32
+        v, c = t.astype(np.int64), c0
     v *= m
     v += c
     v >>= s
@@ -285,9 +294,10 @@ _STAGE_TABLES: dict = {}
 
 
 def _stage_constants(bias, multiplier, shift, per_channel: bool, zp: int, double_round: bool):
-    """(m, c, s, max m, max |bias|, max |c|) of _int32_stage for these per-channel tables, or
-    None when they do not qualify. A pure function of the tables' bytes, read from memory on
-    every call: tiles of a layer share their tables, so it is kept by those bytes."""
+    """(m, c, c0, bias as int32, s, max m, max |bias|, max |c|, max |c0|) of _int32_stage for
+    these per-channel tables, or None when they do not qualify. A pure function of the tables'
+    bytes, read from memory on every call: tiles of a layer share their tables, so it is kept
+    by those bytes."""
     m = np.asarray(multiplier).reshape(-1)
     s = np.asarray(shift).reshape(-1)
     if not per_channel:
@@ -312,17 +322,19 @@ def _stage_tables(m, s, b, zp: int, double_round: bool):
             double_round and max(sl) > 31):
         return None
     mmax, bmax = max(ml), max(max(bl), -min(bl))
-    cmax = bmax * mmax + (2 * abs(zp) + 1) * (1 << (max(sl) - 1))
+    c0max = (2 * abs(zp) + 1) * (1 << (max(sl) - 1))
+    cmax = bmax * mmax + c0max
     if cmax >= 1 << 63:
         return None
+    b32 = None if b is None else b.astype(np.int32)
     if len(ml) == 1 and len(bl) == 1:                   # one scale: Python ints
-        return ml[0], bl[0] * ml[0] + ((2 * zp + 1) << (sl[0] - 1)), sl[0], mmax, bmax, cmax
+        c0 = (2 * zp + 1) << (sl[0] - 1)
+        return ml[0], bl[0] * ml[0] + c0, c0, b32, sl[0], mmax, bmax, cmax, c0max
     s = s.astype(np.int64)
-    c = np.left_shift(np.int64(2 * zp + 1), s - 1)
-    if b is not None:
-        c = c + b.astype(np.int64) * m
+    c0 = np.left_shift(np.int64(2 * zp + 1), s - 1)
+    c = c0 if b is None else c0 + b.astype(np.int64) * m
     m = m.astype(np.int64)
-    return m, c, s, mmax, bmax, cmax
+    return m, c, c0, b32, s, mmax, bmax, cmax, c0max
 
 
 def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:

@@ -341,3 +341,44 @@ def test_depthwise_slabs_match_one_pass(seed, monkeypatch):
         monkeypatch.setattr(mac, "_DW_CHUNK", chunk)
         got = dp.depthwise_conv2d_acc(x, w, *args)
         assert got.dtype == whole.dtype == np.float32 and np.array_equal(got, whole), chunk
+
+
+def _py_conv2d(x, w, pad, stride, dilation, izp, wzp):
+    """CONV2D sums in Python integers (negative pads crop the input)."""
+    t, b, l, r = pad
+    xs = x.astype(object)[:, max(-t, 0):x.shape[1] - max(-b, 0), max(-l, 0):x.shape[2] - max(-r, 0)]
+    xp = np.pad(xs - izp, [(0, 0), (max(t, 0), max(b, 0)), (max(l, 0), max(r, 0)), (0, 0)])
+    oc, kh, kw, _ = w.shape
+    oh = (xp.shape[1] - (kh - 1) * dilation[0] - 1) // stride[0] + 1
+    ow = (xp.shape[2] - (kw - 1) * dilation[1] - 1) // stride[1] + 1
+    wc = w.astype(object) - wzp
+    out = np.zeros((x.shape[0], oh, ow, oc), dtype=object)
+    for oy in range(oh):
+        for ox in range(ow):
+            win = xp[:, oy * stride[0]:oy * stride[0] + (kh - 1) * dilation[0] + 1:dilation[0],
+                     ox * stride[1]:ox * stride[1] + (kw - 1) * dilation[1] + 1:dilation[1]]
+            out[:, oy, ox] = np.tensordot(win, wc, axes=([1, 2, 3], [1, 2, 3]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_conv2d_geometries_match_python_sums(seed, monkeypatch):
+    """A tile geometry's plan is worked out once and kept: tiles sharing it (called again
+    with new data), cropping (negative) pads, im2col in row blocks (a small _CHUNK), the
+    plan the data decide (int16 activations) and the dtypes' plan all give the exact sums."""
+    rng = np.random.default_rng(1300 + seed)
+    xdt = np.int16 if seed % 3 == 2 else np.int8
+    pad = [(1, 0, 1, 1), (-1, 2, 0, -2), (2, 2, -1, 0)][seed % 3]
+    stride, dilation = (1 + seed % 2, 1), (1, 1 + seed // 3)
+    if seed >= 4:
+        monkeypatch.setattr(mac, "_CHUNK", 40)           # blocks of one or a few output rows
+    monkeypatch.setattr(mac, "_GEOMETRIES", {})
+    izp, wzp = int(rng.integers(-128, 128)) if xdt == np.int8 else 0, int(rng.integers(-9, 9))
+    for _ in range(2):                                   # the second call reuses the geometry
+        x = rand_int(rng, xdt, (2, 9, 8, 5))
+        w = rand_int(rng, np.int8, (3, 3, 2, 5))
+        got = dp.conv2d_acc(x, w, pad, stride, dilation, izp, wzp)
+        want = _py_conv2d(x, w, pad, stride, dilation, izp, wzp)
+        assert got.shape == want.shape
+        assert (got.astype(object) == want).all()
+    assert len(mac._GEOMETRIES) == 1

@@ -184,11 +184,13 @@ def _py_stage(acc, bias, m, s, zp, lo, hi, double_round):
 
 
 STAGE_CASES = [   # (acc dtype, |acc| bits, |bias| bits, shifts, double round, out dtype, clamp,
-                  #  folded with bias, folded without)
+                  #  fast path with bias, fast path without)
     (np.float32, 23, 14, (20, 40), False, np.int8, None, True, True),   # the MAC tiles' case
-    (np.float32, 23, 31, (20, 40), False, np.int8, (-100, 90), False, True),  # may wrap
+    (np.float32, 23, 31, (20, 40), False, np.int8, (-100, 90), True, True),  # may wrap: int32 add
+    (np.int32, 31, 31, (20, 40), False, np.int8, None, True, True),     # split reduction's sums
     (np.float64, 28, 14, (30, 62), False, np.int16, None, True, True),  # bound from the data
-    (np.float64, 30, 30, (2, 31), True, np.int32, None, False, True),   # may wrap
+    (np.float64, 30, 30, (2, 31), True, np.int32, None, True, True),    # may wrap
+    (np.int64, 45, 20, (20, 40), False, np.int8, None, True, True),     # beyond int32: wraps
     (np.float32, 23, 10, (2, 62), True, np.int16, (-128, 0), False, False),  # DOUBLE_ROUND, s > 31
     (np.int64, 45, 20, (40, 62), False, np.int8, None, False, False),   # beyond int64
 ]
@@ -196,10 +198,11 @@ STAGE_CASES = [   # (acc dtype, |acc| bits, |bias| bits, shifts, double round, o
 
 @pytest.mark.parametrize("case", range(len(STAGE_CASES)))
 def test_output_stage_int32_equals_the_spec(case, monkeypatch):
-    """The folded int32 stage (bias, rounding and zero point in one per-channel constant,
-    where bounds prove it exact) against Python integers, and the cases where it must fall
-    back to the general path: acc + bias that may wrap the register, shifts above 31 under
-    DOUBLE_ROUND, products beyond int64. Per channel and per tensor, with and without bias."""
+    """The fast int32 stage (bias, rounding and zero point in one per-channel constant where
+    bounds prove the register cannot wrap; else the sums wrapped to int32 and the bias added
+    in int32, as the register does) against Python integers, and the cases where it must fall
+    back to the general path: shifts above 31 under DOUBLE_ROUND, products beyond int64. Per
+    channel and per tensor, with and without bias."""
     adt, abits, bbits, (slo, shi), dr, odt, clamp, *folds = STAGE_CASES[case]
     rng = np.random.default_rng(40 + case)
     folded = []
