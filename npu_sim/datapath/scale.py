@@ -6,6 +6,8 @@ All arithmetic is exact int64; the one product that can exceed 63 bits (48-bit v
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 _M32 = (1 << 32) - 1
@@ -253,7 +255,6 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
     k = _stage_constants(bias, multiplier, shift, per_channel, zp, rounding_mode == "DOUBLE_ROUND")
     if k is None:
         return None
-    m, c, c0, b32, s, mmax, bmax, cmax, c0max = k
     bound = _ACC_BOUNDS.get(a.dtype)
     if bound is None:                     # float64 or int64 sums: bounded from the data
         if a.dtype.kind not in "if" or not a.size:
@@ -267,18 +268,23 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
         if not lo <= clamp[0] <= clamp[1] <= hi:
             return None
         lo, hi = clamp
-    if bound + bmax < 1 << 31 or (not bmax and a.dtype in INT32_EXACT):
-        if bound * mmax + cmax >= 1 << 63:      # no wrap: the bias folded into c
+    if bound + k.bmax < 1 << 31 or (not k.bmax and a.dtype in INT32_EXACT):
+        # no wrap: the bias folded into c; one shift for every channel where that fits
+        if bound * k.mnmax + k.cnmax < 1 << 63:
+            m, c, s = k.mn, k.cn, k.sn
+        elif bound * k.mmax + k.cmax < 1 << 63:
+            m, c, s = k.m, k.c, k.s
+        else:
             return None
         v = a.astype(np.int64)
     else:
-        if (1 << 31) * mmax + c0max >= 1 << 63:
+        if (1 << 31) * k.mmax + k.c0max >= 1 << 63:
             return None
         # the register's wrap: sums beyond int32 (exact integers in int64) to int32 first
         t = a.astype(np.int32) if bound < 1 << 31 else a.astype(np.int64).astype(np.int32)
-        if b32 is not None:
-            t += b32
-        v, c = t.astype(np.int64), c0
+        if k.b32 is not None:
+            t += k.b32
+        v, m, c, s = t.astype(np.int64), k.m, k.c0, k.s
     v *= m
     v += c
     v >>= s
@@ -290,29 +296,53 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
     return out
 
 
+class _Tables(NamedTuple):
+    """_int32_stage's constants for one layer's tables (per channel, or Python ints)."""
+
+    m: object
+    c: object                   # bias * m + (2 zp + 1) << (s - 1)
+    c0: object                  # (2 zp + 1) << (s - 1)
+    b32: object                 # the bias as int32, or None
+    s: object
+    mmax: int
+    bmax: int
+    cmax: int
+    c0max: int
+    # floor(X / 2^s) = floor(X 2^d / 2^(s + d)): m and c times 2^(max s - s), one shift
+    mn: object
+    cn: object
+    sn: int
+    mnmax: int
+    cnmax: int
+
+
 _STAGE_TABLES: dict = {}
 
 
+def _flat(a) -> np.ndarray:
+    return a if type(a) is np.ndarray and a.ndim == 1 else np.asarray(a).reshape(-1)
+
+
 def _stage_constants(bias, multiplier, shift, per_channel: bool, zp: int, double_round: bool):
-    """(m, c, c0, bias as int32, s, max m, max |bias|, max |c|, max |c0|) of _int32_stage for
-    these per-channel tables, or None when they do not qualify. A pure function of the tables'
-    bytes, read from memory on every call: tiles of a layer share their tables, so it is kept
-    by those bytes."""
-    m = np.asarray(multiplier).reshape(-1)
-    s = np.asarray(shift).reshape(-1)
+    """_Tables for these per-channel tables, or None when they do not qualify. A pure function
+    of the tables' contents, read from memory on every call: tiles of a layer share their
+    tables, so it is kept by the arrays they were read from, and used while their contents
+    (dtype and bytes, compared, never hashed) are the same."""
+    m, s = _flat(multiplier), _flat(shift)
     if not per_channel:
         m, s = m[:1], s[:1]
-    b = None if bias is None else np.asarray(bias).reshape(-1)
-    key = (m.dtype.char, m.tobytes(), s.dtype.char, s.tobytes(), None if b is None else (
-        b.dtype.char, b.tobytes()), zp, double_round)
-    hit = _STAGE_TABLES.get(key, False)
-    if hit is not False:
-        return hit
-    hit = _stage_tables(m, s, b, zp, double_round)
+    b = None if bias is None else _flat(bias)
+    contents = (m.dtype.char, m.tobytes(), s.dtype.char, s.tobytes(), None if b is None else (
+        b.dtype.char, b.tobytes()))
+    key = (id(multiplier), id(shift), id(bias), per_channel, zp, double_round)
+    hit = _STAGE_TABLES.get(key)
+    if hit is not None and hit[0] == contents:
+        return hit[1]
+    tables = _stage_tables(m, s, b, zp, double_round)
     if len(_STAGE_TABLES) >= 4096:
         _STAGE_TABLES.clear()
-    _STAGE_TABLES[key] = hit
-    return hit
+    _STAGE_TABLES[key] = contents, tables
+    return tables
 
 
 def _stage_tables(m, s, b, zp: int, double_round: bool):
@@ -321,20 +351,27 @@ def _stage_tables(m, s, b, zp: int, double_round: bool):
     if not sl or not bl or min(sl) < 2 or max(sl) > 62 or min(ml) < 0 or (
             double_round and max(sl) > 31):
         return None
-    mmax, bmax = max(ml), max(max(bl), -min(bl))
-    c0max = (2 * abs(zp) + 1) * (1 << (max(sl) - 1))
+    mmax, bmax, smax = max(ml), max(max(bl), -min(bl)), max(sl)
+    c0max = (2 * abs(zp) + 1) * (1 << (smax - 1))
     cmax = bmax * mmax + c0max
     if cmax >= 1 << 63:
         return None
     b32 = None if b is None else b.astype(np.int32)
-    if len(ml) == 1 and len(bl) == 1:                   # one scale: Python ints
-        c0 = (2 * zp + 1) << (sl[0] - 1)
-        return ml[0], bl[0] * ml[0] + c0, c0, b32, sl[0], mmax, bmax, cmax, c0max
-    s = s.astype(np.int64)
-    c0 = np.left_shift(np.int64(2 * zp + 1), s - 1)
-    c = c0 if b is None else c0 + b.astype(np.int64) * m
-    m = m.astype(np.int64)
-    return m, c, c0, b32, s, mmax, bmax, cmax, c0max
+    n = max(len(ml), len(sl), len(bl))
+    ml, sl, bl = ([v[i % len(v)] for i in range(n)] for v in (ml, sl, bl))
+    c0l = [(2 * zp + 1) << (si - 1) for si in sl]
+    cl = [bi * mi + ci for bi, mi, ci in zip(bl, ml, c0l)]
+    mnl = [mi << (smax - si) for mi, si in zip(ml, sl)]
+    cnl = [ci << (smax - si) for ci, si in zip(cl, sl)]
+    mnmax, cnmax = max(mnl), max(max(cnl), -min(cnl))
+    if n == 1:                                          # one scale: Python ints
+        return _Tables(ml[0], cl[0], c0l[0], b32, sl[0], mmax, bmax, cmax, c0max, mnl[0],
+                       cnl[0], smax, mnmax, cnmax)
+    big = mnmax >= 1 << 63 or cnmax >= 1 << 63          # never used then: keep int64 valid
+    return _Tables(np.array(ml, np.int64), np.array(cl, np.int64), np.array(c0l, np.int64), b32,
+                   np.array(sl, np.int64), mmax, bmax, cmax, c0max,
+                   None if big else np.array(mnl, np.int64),
+                   None if big else np.array(cnl, np.int64), smax, mnmax, cnmax)
 
 
 def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:

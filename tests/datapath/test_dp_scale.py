@@ -186,6 +186,7 @@ def _py_stage(acc, bias, m, s, zp, lo, hi, double_round):
 STAGE_CASES = [   # (acc dtype, |acc| bits, |bias| bits, shifts, double round, out dtype, clamp,
                   #  fast path with bias, fast path without)
     (np.float32, 23, 14, (20, 40), False, np.int8, None, True, True),   # the MAC tiles' case
+    (np.float32, 23, 14, (30, 35), False, np.int8, None, True, True),   # one shift for all
     (np.float32, 23, 31, (20, 40), False, np.int8, (-100, 90), True, True),  # may wrap: int32 add
     (np.int32, 31, 31, (20, 40), False, np.int8, None, True, True),     # split reduction's sums
     (np.float64, 28, 14, (30, 62), False, np.int16, None, True, True),  # bound from the data
@@ -232,6 +233,23 @@ def test_output_stage_int32_equals_the_spec(case, monkeypatch):
         assert got.dtype == odt
         np.testing.assert_array_equal(got, want)
         assert folded.pop() == folds[0 if with_bias else 1]
+
+
+def test_output_stage_one_shift_for_every_channel():
+    """Per-channel shifts a few bits apart scale to the largest (m and c times 2^(max s - s),
+    exact: floor(X / 2^s) = floor(X 2^d / 2^(s + d))) where the products still fit int64,
+    and stay per channel where they would not."""
+    m = np.array([1 << 30, (1 << 31) - 1, 1 << 30], np.int32)
+    for shifts, one in (((30, 33, 35), True), ((20, 33, 40), False)):
+        s = np.array(shifts, np.int32)
+        k = scale._stage_tables(m, s, np.array([7, -9, 100], np.int32), 3, False)
+        assert k.sn == max(shifts)
+        assert ((1 << 24) * k.mnmax + k.cnmax < 1 << 63) == one
+        acc = np.random.default_rng(5).integers(-(1 << 24), 1 << 24, (40, 3)).astype(np.float32)
+        acc[:3] = (1 << 24) - 1
+        bias = np.array([7, -9, 100], np.int32)
+        got = dp.output_stage(acc, bias=bias, multiplier=m, shift=s, output_zp=3, out_dtype=np.int8)
+        np.testing.assert_array_equal(got, _py_stage(acc, bias, m, s, 3, -128, 127, False))
 
 
 def test_output_stage_wraps_wide_sums_without_bias():
