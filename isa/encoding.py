@@ -8,6 +8,7 @@ Commands are encoded field by field with typed values, so a reader needs no Pyth
 """
 from __future__ import annotations
 
+import gc
 import io
 import json
 import struct
@@ -168,13 +169,18 @@ def _new_view(key: bytes, seen: dict) -> TensorView:
     return view
 
 
+def _view_end(buf: bytes, pos: int) -> int:
+    """Where the view encoded at `pos` ends: its rank is its byte after mem (B), addr (Q) and
+    dtype (B)."""
+    return pos + _VIEW_HEAD + 16 * buf[pos + 10]
+
+
 def _view_at(buf: bytes, pos: int, seen: dict) -> tuple[TensorView, int]:
-    """The view at `pos`, one object per distinct encoding (`seen`): tile buffers recur, so
-    most of a program's views repeat, and a lookup costs less than building one. (The
-    commonest operands inline this.)"""
-    key = buf[pos:pos + _VIEW_HEAD + 16 * buf[pos + 10]]
-    view = seen.get(key)
-    return view if view is not None else _new_view(key, seen), pos + len(key)
+    """The view at `pos` and its end, one object per distinct encoding (`seen`): tile buffers
+    recur, so most of a program's views repeat, and a lookup costs less than building one."""
+    end = _view_end(buf, pos)
+    key = buf[pos:end]
+    return seen.get(key) or _new_view(key, seen), end
 
 
 def _value_at(buf, pos: int, strings: list[str]):
@@ -219,6 +225,7 @@ def _decode_commands(data: bytes):
     # decoded before decode to the same attributes
     blocks: dict[str, list[tuple[bytes, dict]]] = {}
     size = len(buf)
+    new = object.__new__
     commands = []
     for _ in range(n):
         kind, cid, layer, nd = head.unpack_from(buf, pos)
@@ -232,17 +239,17 @@ def _decode_commands(data: bytes):
         if kind == _KIND_COPY:
             ch = buf[pos]
             pos += 1
-            key = buf[pos:pos + _VIEW_HEAD + 16 * buf[pos + 10]]       # _view_at, inline
-            src = seen.get(key)
-            if src is None:
-                src = _new_view(key, seen)
-            pos += len(key)
-            key = buf[pos:pos + _VIEW_HEAD + 16 * buf[pos + 10]]
-            dst = seen.get(key)
-            if dst is None:
-                dst = _new_view(key, seen)
-            pos += len(key)
-            commands.append(DmaCopy(id=cid, deps=deps, layer=layer, channel=ch, src=src, dst=dst))
+            end = _view_end(buf, pos)
+            key = buf[pos:end]
+            src = seen.get(key) or _new_view(key, seen)
+            pos, end = end, _view_end(buf, end)
+            key = buf[pos:end]
+            dst = seen.get(key) or _new_view(key, seen)
+            pos = end
+            command = new(DmaCopy)
+            command.__dict__ = {"id": cid, "deps": deps, "layer": layer, "channel": ch,
+                                "src": src, "dst": dst}
+            commands.append(command)
         elif kind == _KIND_FILL:
             ch, value = _struct("Bq").unpack_from(buf, pos)
             dst, pos = _view_at(buf, pos + 9, seen)
@@ -259,14 +266,15 @@ def _decode_commands(data: bytes):
                 group = {}
                 for _ in range(k):
                     # an operand (its name's index, its view) recurs whole, as its view does
-                    key = buf[pos:pos + 4 + _VIEW_HEAD + 16 * buf[pos + 14]]
+                    end = _view_end(buf, pos + 4)
+                    key = buf[pos:end]
                     operand = operands.get(key)
                     if operand is None:
                         view = key[4:]
                         operand = operands[key] = (strings[u32.unpack_from(key)[0]],
                                                    seen.get(view) or _new_view(view, seen))
                     group[operand[0]] = operand[1]
-                    pos += len(key)
+                    pos = end
                 groups.append(group)
             recent = blocks.get(op)
             if recent is None:
@@ -391,6 +399,19 @@ def _program(meta, commands, segments) -> Program:
 def decode(data: bytes, source: str = "<bytes>") -> Program:
     """A Program from its encoding; checksums and framing are verified here, the program's
     structure by npu_sim.isa.verify."""
+    # Decoding makes tens of thousands of objects and no reference cycles: the cyclic
+    # collector's passes over them, each time the allocations reach its threshold, were a
+    # fifth of the instructions of decoding MobileNetV2-224 for edge-256, so it waits.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode(data, source)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _decode(data: bytes, source: str) -> Program:
     data = memoryview(data)      # sections and constant segments are views, not copies
     if data[:4] != MAGIC:
         raise ProgramError(f"{source}: not an npu-sim program (magic {bytes(data[:4])!r})")

@@ -30,30 +30,50 @@ def cache_dir() -> Path | None:
 @lru_cache(maxsize=1)
 def compiler_version() -> str:
     """Hash of the product's own installed source: every module of the npu_sim package and its
-    mapped subpackages (a source checkout maps npu_sim.isa and npu_sim.compiler elsewhere)."""
+    mapped subpackages (a source checkout maps npu_sim.isa and npu_sim.compiler elsewhere).
+
+    Reading and hashing the megabyte of source was a twentieth of a small network's cached
+    run, so the hash is kept in the cache directory under a digest of every file's path, size
+    and modification time (what Python trusts to reuse a module's bytecode: a file changed
+    unseen by these would run stale code anyway)."""
     roots = [Path(find_spec(name).origin).parent for name in ("npu_sim.isa", "npu_sim.compiler")]
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, str, os.stat_result]] = []
     for root in [_PACKAGE] + [r for r in roots if _PACKAGE not in r.parents]:
         _sources(str(root), len(str(root.parent)) + 1, found)
+    found.sort(key=lambda p: p[1])
+    listing = hashlib.sha256()
+    for path, _, st in found:
+        listing.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    root = cache_dir()
+    memo = root / "sources" / listing.hexdigest()[:32] if root is not None else None
+    try:
+        version = memo.read_text() if memo is not None else ""
+    except OSError:
+        version = ""
+    if len(version) == 16:
+        return version
     h = hashlib.sha256()
-    for path, name in sorted(found, key=lambda p: p[1]):
+    for path, name, _ in found:
         h.update(name.encode())
         with open(path, "rb") as f:
             h.update(f.read())
-    return h.hexdigest()[:16]
+    version = h.hexdigest()[:16]
+    if memo is not None:
+        _write(memo, version.encode())
+    return version
 
 
 def _sources(folder: str, cut: int, found: list) -> None:
-    """Add (path, its name from the root's parent on: '/'-separated, `cut` characters in) of
-    every .py file under `folder` to `found`. os.scandir, as every cached run pays this:
-    pathlib's rglob took it several times as long."""
+    """Add (path, its name from the root's parent on: '/'-separated, `cut` characters in, its
+    stat) of every .py file under `folder` to `found`. os.scandir, as every cached run pays
+    this: pathlib's rglob took it several times as long."""
     with os.scandir(folder) as entries:
         for e in entries:
             if e.is_dir():
                 if e.name != "__pycache__":
                     _sources(e.path, cut, found)
             elif e.name.endswith(".py"):
-                found.append((e.path, e.path[cut:].replace(os.sep, "/")))
+                found.append((e.path, e.path[cut:].replace(os.sep, "/"), e.stat()))
 
 
 def key(model_bytes: bytes, config) -> str:
@@ -75,13 +95,17 @@ def load(k: str):
 
 def store(k: str, program) -> None:
     root = cache_dir()
-    if root is None:
-        return
+    if root is not None:
+        _write(root / f"{k}.npub", encode(program))
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write `path` whole or not at all (a temporary file moved into place)."""
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=root, suffix=".part")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
         with os.fdopen(fd, "wb") as f:
-            f.write(encode(program))
-        os.replace(tmp, root / f"{k}.npub")
+            f.write(data)
+        os.replace(tmp, path)
     except OSError:
         pass                     # a read-only or full disk only costs the next compile

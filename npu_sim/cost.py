@@ -83,11 +83,14 @@ class CostModel:
         self._known: dict[tuple, Cost] = {}
         self._period = config.sram.interleave * config.sram.banks
         # Views recur as the same objects (decoding makes one per distinct encoding), so each
-        # is numbered once, by identity, with the number of its site; a key of such numbers
-        # builds and hashes faster than one of views. The views are kept, so ids stay theirs.
+        # is numbered once, by identity, with the number of its site (from 1); a key of such
+        # numbers builds and hashes faster than one of views. The views are kept, so ids stay
+        # theirs.
         self._sids: dict[int, int] = {}
         self._site_ids: dict[tuple, int] = {}
         self._kept: list[TensorView] = []
+        # MAC tiles of different sites often pose the same array problem: its time, once
+        self._array_times: dict[tuple, object] = {}
 
     def _site(self, v: TensorView):
         """What of a view its cost depends on: all but the address, of which only the offset
@@ -100,34 +103,44 @@ class CostModel:
         built with lists."""
         n = self._sids.get(id(v))
         if n is None:
-            n = self._sids[id(v)] = self._site_ids.setdefault(self._site(v), len(self._site_ids))
+            n = self._sids[id(v)] = self._site_ids.setdefault(self._site(v),
+                                                              len(self._site_ids) + 1)
             self._kept.append(v)
         return n
 
     def of(self, cmd) -> Cost:
-        sid = self._sid
+        # the views' numbers looked up inline (`or` numbers a new one): a cost is looked up
+        # for every command, and calls are most of a lookup's time
+        known, sids, sid = self._known.get, self._sids.get, self._sid
         try:
-            if isinstance(cmd, (DmaCopy, DmaFill)):
-                return self._memo((sid(cmd.src) if isinstance(cmd, DmaCopy) else -1,
-                                   sid(cmd.dst)), self._dma, cmd)
-            if cmd.unit == "host":
+            if isinstance(cmd, DmaCopy):
+                src, dst = cmd.src, cmd.dst
+                key = (sids(id(src)) or sid(src), sids(id(dst)) or sid(dst))
+                cost_of = self._dma
+            elif isinstance(cmd, DmaFill):
+                dst = cmd.dst
+                key = (0, sids(id(dst)) or sid(dst))
+                cost_of = self._dma
+            elif cmd.unit == "host":
                 return self._traced(self._host, cmd)
-            ins, outs = cmd.inputs, cmd.outputs
-            views = tuple(map(sid, ins.values())), tuple(map(sid, outs.values()))
-        except TypeError:                  # a view built with lists: costed each time
+            else:
+                ins, outs = cmd.inputs, cmd.outputs
+                key = [cmd.op, *ins, None, *outs, None]
+                for v in ins.values():
+                    key.append(sids(id(v)) or sid(v))
+                for v in outs.values():
+                    key.append(sids(id(v)) or sid(v))
+                if cmd.unit == "mac":      # of its attributes, only the stride matters
+                    key.append(tuple(cmd.attrs.get("stride", (1, 1))))
+                    cost_of = self._mac
+                else:
+                    key.extend(cmd.attrs.items())
+                    cost_of = self._vector
+                key = tuple(key)
+            cost = known(key)
+        except TypeError:    # a view or attribute built with lists: costed each time
             return self._traced(self._dma if isinstance(cmd, (DmaCopy, DmaFill)) else
                                 self._mac if cmd.unit == "mac" else self._vector, cmd)
-        if cmd.unit == "mac":              # of its attributes, only the stride matters
-            return self._memo((cmd.op, tuple(ins), tuple(outs), *views,
-                               tuple(cmd.attrs.get("stride", (1, 1)))), self._mac, cmd)
-        return self._memo((cmd.op, tuple(ins), tuple(outs), *views, tuple(cmd.attrs.items())),
-                          self._vector, cmd)
-
-    def _memo(self, key: tuple, cost_of, cmd) -> Cost:
-        try:
-            cost = self._known.get(key)
-        except TypeError:              # an attribute built with lists: costed each time
-            return self._traced(cost_of, cmd)
         if cost is None:
             cost = self._known[key] = self._traced(cost_of, cmd)
         return cost
@@ -174,8 +187,12 @@ class CostModel:
         views = _views(cmd)
         banks = banks_of(views, sram)
         # the ports read and write only the banks the operands live in
-        t = array_time(arr, kind, m, cols, k, passes(arr, act, weights.dtype), sizes,
-                       len(banks) * sram.bytes_per_cycle, partial=out_name == "acc_out")
+        problem = (kind, m, cols, k, act, weights.dtype, sizes, len(banks), out_name)
+        t = self._array_times.get(problem)
+        if t is None:
+            t = self._array_times[problem] = array_time(
+                arr, kind, m, cols, k, passes(arr, act, weights.dtype), sizes,
+                len(banks) * sram.bytes_per_cycle, partial=out_name == "acc_out")
         busy = t.cycles
         if out_name == "ofm":       # the output stage takes the finished sums at its own rate
             busy = max(busy, math.ceil(m * cols / arr.output_stage))

@@ -20,11 +20,13 @@ about a third fewer events.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
-import simpy
 
 from npu_sim.isa.dtypes import STORAGE, accepts, as_storage
 from npu_sim.isa.errors import InputError
@@ -34,6 +36,30 @@ from .cost import Cost, CostModel
 from .hazards import HazardChecker, enabled as hazards_enabled
 from .memory import Memories
 
+
+def _simpy_core():
+    """simpy.core, leaving simpy/__init__.py unrun until something asks the package for more.
+
+    simpy's __init__ imports importlib.metadata (with email, csv, zipfile, ...) to read its own
+    version: some 0.08 G instructions, a ninth of a small network's whole cached run. The
+    engines need only simpy.core. When simpy is not imported yet, its package module is made
+    from its spec with a module __getattr__ that runs simpy/__init__.py in it at the first
+    lookup of anything but its submodules, so `import simpy` elsewhere still gets all of it."""
+    if "simpy" not in sys.modules:
+        spec = importlib.util.find_spec("simpy")
+        package = importlib.util.module_from_spec(spec)
+
+        def load_all(name: str):
+            del package.__getattr__
+            spec.loader.exec_module(package)
+            return getattr(package, name)
+
+        package.__getattr__ = load_all
+        sys.modules["simpy"] = package
+    return importlib.import_module("simpy.core")
+
+
+Environment = _simpy_core().Environment
 
 BURST_CYCLES = 256         # port arbitration granule for long transfers
 MAX_BURSTS = 4             # bounds simpy events per command
@@ -100,10 +126,10 @@ class Machine:
         costs = [self.cost_model.of(c) for c in self.program.commands]
         start = [0] * n
         end = [0] * n
-        env = simpy.Environment()
+        env = Environment()
         hazards = HazardChecker(self.program) if self.check_hazards else None
         # A command's completion event exists only once something has to wait for it.
-        done: list[simpy.Event | None] = [None] * n
+        done: list = [None] * n
         finished = [False] * n
         waiting = [0] * n                        # processes waiting for each command's end
         ports = [None] + [Port(env) for _ in self.program.memories]
@@ -250,7 +276,7 @@ class Port:
 
     __slots__ = ("env", "busy", "queue")
 
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: Environment):
         self.env, self.busy, self.queue = env, False, deque()
 
     def request(self, peek):
