@@ -198,8 +198,8 @@ class Emitter:
                 readers.keep_later(lo, hi, cmd_id, self.rank)
             else:
                 readers.swap(lo, hi, cmd_id)
-        if not ids:
-            return ()
+        if len(ids) < 2:
+            return tuple(ids)
         latest: dict[str, int] = {}
         engine_of, order = self.engine_of, self.rank
         for i in ids:
@@ -212,14 +212,16 @@ class Emitter:
     def _place(self, cmd_id: int, ids: list[int], queue: int | None, load: bool) -> int:
         """The command's place in program order (HoistingEmitter's rule for a load; else
         last), recorded in self.rank."""
-        key = float(cmd_id)
         if load:
-            key = max(max(ids, default=-1) + 0.5,
-                      self._last_load.get(queue, -1.0), self._own.get((queue, self.layer), -1.0))
+            key = max(max(ids, default=-1) + 0.5, self._last_load.get(queue, -1.0),
+                      self._own.get((queue, self.layer), -1.0))
             self._last_load[queue] = key
+            rank = round(2 * key) * 2 ** 32 + cmd_id      # keys are halves: by key, then id
+        else:
+            key = cmd_id
+            rank = cmd_id * 2 ** 33 + cmd_id
         if queue is not None:
             self._own[queue, self.layer] = key
-        rank = round(2 * key) * 2 ** 32 + cmd_id      # keys are halves: by key, then id
         self.rank.append(rank)
         return rank
 

@@ -16,7 +16,7 @@ from typing import Callable
 from npu_sim.isa.commands import BURST_BYTES
 from npu_sim.isa.errors import DoesNotFitError
 
-from .allocate import align
+from .allocate import ALIGN, align
 
 NEAR_BEST = 1.01
 PADDING_SHARE = 0.25
@@ -150,9 +150,15 @@ def _sample_tiles(space: TileSpace, sizes: dict[str, int]) -> list[Tile]:
 
 def box_sizes(space: TileSpace, tiles) -> tuple[dict[str, int], int, dict[str, float]]:
     """Largest buffer bytes per input role and for the output over `tiles`, and the burst
-    factor of each operand (role -> external bytes per useful byte)."""
+    factor of each operand (role -> external bytes per useful byte): box_bytes() and
+    burst_factor() of every box (the search's _operand_boxes() gives the same)."""
     tiles = list(tiles)
-    return _merge(space, [_operand_boxes(o, tiles) for o in space.inputs + [space.output]])
+    parts = []
+    for opnd in space.inputs + [space.output]:
+        boxes = [opnd.box(tile) for tile in tiles]
+        parts.append((max((box_bytes(b, opnd.itemsize) for b in boxes), default=0),
+                      max([burst_factor(b, opnd.shape, opnd.itemsize) for b in boxes] + [1.0])))
+    return _merge(space, parts)
 
 
 def _merge(space: TileSpace, parts: list[tuple[int, float]]):
@@ -167,12 +173,25 @@ def _merge(space: TileSpace, parts: list[tuple[int, float]]):
 
 
 def _operand_boxes(opnd: Operand, tiles) -> tuple[int, float]:
-    """(largest buffer bytes, largest burst factor) of an operand's boxes over `tiles`."""
+    """(largest buffer bytes, largest burst factor) of an operand's boxes over `tiles`:
+    box_bytes() and burst_factor() in one pass over each distinct box."""
     nbytes, factor = 0, 1.0
-    for tile in tiles:
-        box = opnd.box(tile)
-        nbytes = max(nbytes, box_bytes(box, opnd.itemsize))
-        factor = max(factor, burst_factor(box, opnd.shape, opnd.itemsize))
+    itemsize, shape = opnd.itemsize, opnd.shape
+    rank = len(shape)
+    for box in set(map(opnd.box, tiles)):
+        if len(box) != rank:                # (burst_factor() pairs the trailing dims only)
+            nbytes = max(nbytes, box_bytes(box, itemsize))
+            factor = max(factor, burst_factor(box, shape, itemsize))
+            continue
+        count, run = itemsize, 0
+        for (_, size), full in zip(reversed(box), reversed(shape)):
+            count *= size
+            if size != full and not run:
+                run = count or -1           # the run ends at the first partial dim
+        nbytes = max(nbytes, (count + ALIGN - 1) // ALIGN * ALIGN)
+        run = run or count
+        if run > 0:
+            factor = max(factor, (-(-run // BURST_BYTES) * BURST_BYTES) / run)
     return nbytes, factor
 
 

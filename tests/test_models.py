@@ -52,3 +52,20 @@ def test_fusion_and_placement_of_mobilenet():
     assert len(cascaded) == 16
     assert all(layer.unit != "host" for layer in program.layers)
     assert sum(layer.macs for layer in program.layers) == 32578560   # info.json's MAC count
+
+
+def test_compiling_leaves_no_cyclic_garbage_and_the_collector_as_it_was():
+    """The compiler pauses the cycle collector (compiler/driver.py): that is only sound while
+    a compile makes no cyclic garbage, and the collector must come back on, refused or not."""
+    import gc
+
+    from npu_sim.isa.errors import DoesNotFitError
+    model = DATA / "mbv2_050_128" / "model.tosa"
+    gc.collect()
+    api.compile_model(model, api.load_config("edge-256"), use_cache=False)
+    assert gc.isenabled()
+    assert gc.collect() == 0
+    tiny = api.load_config("edge-256").with_overrides({"sram.size": "1 KiB"})
+    with pytest.raises(DoesNotFitError):
+        api.compile_model(model, tiny, use_cache=False)
+    assert gc.isenabled()
