@@ -9,13 +9,21 @@ input just before it needs them (rows shared with the previous tile are copied o
 recomputed), and the conv's output never exists in memory. The MACs are the same; the traffic
 is the smaller conv input instead, and the MAC array computes the next band while the reader
 (on the vector unit, for a pool) works on this one.
+
+A residual add is an elementwise chain reading a conv's output and the block's shortcut
+(RESCALE, RESCALE, ADD, RESCALE): the conv's output (56x56x256 = 802 KB in ResNet-50's
+layer1) is written out only for the chain to read it back. Cascaded, each tile of the chain
+has the array compute its box of the conv's output into the buffer, and the vector unit forms
+the sum from it and the shortcut's box: the conv's output crosses no memory port twice.
 """
 from __future__ import annotations
 
 import dataclasses
 
 from npu_sim.isa.opcodes import mac_problem
+from npu_sim.isa.operators import ELEMENTWISE
 
+from .chains import data_inputs
 from .ir import Graph, itemsize
 from .lowering import TILE_SPACES
 from .lowering.common import STAGE_COLUMNS, Context, Window
@@ -30,12 +38,15 @@ READERS = ("DEPTHWISE_CONV2D", "MAX_POOL2D", "AVG_POOL2D")
 def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int) -> bool:
     """A CONV2D with its output stage fused, not itself cascaded, worth computing inside
     `reader`. A pointwise conv into a MAC reader: no halo to recompute, and the reader's
-    tiles are its own shape. Any conv into a vector-unit reader (a pool) whose output is too
-    large to stay on chip (`resident` bytes) and whose band for one row of the reader, all
-    channels, fits double-buffered in the `room` tiles have: the round trip through external
-    memory goes, and the array computes the next band while the vector unit pools this one.
-    (Where a band does not fit, the tiles would split the channels below the array's width
-    and reload the conv's input per channel slice, losing more than the round trip.)"""
+    tiles are its own shape. Any conv into a pool whose output is too large to stay on chip
+    (`resident` bytes), or into an elementwise chain whose tensors (the conv's output, the
+    chain's other inputs and its output) are, so some make round trips: those of the conv's
+    output go, and the array computes the next band while the vector unit works on this one.
+    It pays when a band of one row of the reader fits double-buffered in the `room` tiles
+    have: with all its channels (a pool), or a slice of them (a chain, whose tiles then read
+    the conv's input once per slice: while those extra reads move less than the round trip
+    would). (Where no band fits, the tiles would split the channels below the array's width
+    and reload the conv's input per slice, losing more than the round trip.)"""
     if not (step.kind == "mac" and step.main.op == "CONV2D" and step.rescale is not None
             and step.producer is None):
         return False
@@ -45,39 +56,77 @@ def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int
         return ((pkh, pkw) == (1, 1) and tuple(step.main.attrs["stride"]) == (1, 1)
                 and not any(step.main.attrs["pad"]))
     mid, src, out = t[step.output], t[step.main.inputs[0]], t[reader.output]
-    if mid.nbytes <= resident:
+    others = [t[n] for n in dict.fromkeys(reader.inputs) if n != step.output]
+    if reader.chain:
+        others = [o for o in others if o.shape == out.shape]
+    if mid.nbytes + sum(o.nbytes for o in others) + (out.nbytes if reader.chain else 0) \
+            <= resident:
         return False
-    kh, _, _, _ = _footprint(graph, reader.main)
+    kh, _, _, _ = _footprint(graph, reader)
     sy, _ = step.main.attrs["stride"]
     dy, _ = step.main.attrs["dilation"]
     src_rows = min(src.shape[1], (kh - 1) * sy + (pkh - 1) * dy + 1)
-    band = (min(kh, mid.shape[1]) * mid.nbytes // mid.shape[1]
-            + src_rows * src.nbytes // src.shape[1] + out.nbytes // out.shape[1])
-    return 2 * band + t[step.main.inputs[1]].nbytes <= room
+    sliced = (min(kh, mid.shape[1]) * mid.nbytes // mid.shape[1] + out.nbytes // out.shape[1]
+              + sum(o.nbytes // o.shape[1] for o in others))
+    weights = t[step.main.inputs[1]].nbytes
+    slices = 1
+    while slices == 1 or reader.chain and (slices - 1) * src.nbytes < mid.nbytes:
+        if 2 * (src_rows * src.nbytes // src.shape[1] + sliced // slices) \
+                + weights // slices <= room:
+            return True
+        slices *= 2
+    return False
+
+
+def _chain_reads(graph: Graph, step: Step, name: str) -> bool:
+    """`step` is an elementwise chain on the vector unit that reads NHWC tensor `name` only
+    as a data input of its output's shape (each tile's box of it is the tile's own)."""
+    if not (step.kind == "vector" and step.chain and step.main.op in ELEMENTWISE):
+        return False
+    shape = graph.tensors[step.output].shape
+    return (len(shape) == 4 and graph.tensors[name].shape == shape
+            and any(name in data_inputs(op) for op in step.chain)
+            and not any(name in op.inputs and name not in data_inputs(op) for op in step.chain))
 
 
 def fuse_producers(graph: Graph, steps: list[Step], resident: int, room: int) -> list[Step]:
     """Fold each CONV2D whose only reader is the windowed step right after it into that step
-    as its producer, where that pays (`_producible`)."""
+    as its producer, where that pays (`_producible`); and into an elementwise chain, the
+    latest such conv the chain reads (one after it, a residual block's projection shortcut,
+    may not pay: it then runs before the conv, which nothing else waits for)."""
     readers: dict[str, int] = {}
     for step in steps:
         for name in set(step.inputs):
             readers[name] = readers.get(name, 0) + 1
+
+    def alone(prev: Step) -> bool:
+        return readers.get(prev.output) == 1 and prev.output not in graph.outputs
+
     out: list[Step] = []
     for step in steps:
-        prev = out[-1] if out else None
-        if (prev is not None and step.main.op in READERS and step.kind in ("mac", "vector")
-                and step.producer is None and step.main.inputs[0] == prev.output
-                and readers.get(prev.output) == 1 and prev.output not in graph.outputs
-                and _producible(graph, prev, step, resident, room)):
-            out[-1] = dataclasses.replace(step, producer=prev)
-        else:
+        at = None
+        if step.producer is None and step.main.op in READERS and step.kind in ("mac", "vector"):
+            if out and step.main.inputs[0] == out[-1].output and alone(out[-1]) and \
+                    _producible(graph, out[-1], step, resident, room):
+                at = len(out) - 1
+        elif step.producer is None and step.kind == "vector" and step.chain:
+            reads = set(step.inputs)
+            at = next((i for i in range(len(out) - 1, -1, -1)
+                       if out[i].output in reads and alone(out[i])
+                       and _chain_reads(graph, step, out[i].output)
+                       and _producible(graph, out[i], step, resident, room)), None)
+        if at is None:
             out.append(step)
+        else:
+            out.append(dataclasses.replace(step, producer=out.pop(at)))
     return out
 
 
-def _footprint(graph: Graph, op) -> tuple[int, int, int, int]:
-    """(kh, kw, sy, sx) of a reader's window."""
+def _footprint(graph: Graph, reader: Step) -> tuple[int, int, int, int]:
+    """(kh, kw, sy, sx) of a reader's window (an elementwise chain's is one element)."""
+    if reader.chain:
+        return 1, 1, 1, 1
+    op = reader.main
     kh, kw = op.attrs["kernel"] if "kernel" in op.attrs else graph.tensors[op.inputs[1]].shape[:2]
     sy, sx = op.attrs["stride"]
     return kh, kw, sy, sx
@@ -91,7 +140,9 @@ def cascade_space(step: Step, ctx: Context):
     _, h, w, ic = g.tensors[src].shape
     _, pkh, pkw, _ = g.tensors[weights].shape
     win = Window(producer.main, h, w, pkh, pkw)
-    ifm = space.inputs[0]
+    at = next(i for i, o in enumerate(space.inputs) if o.tensor == producer.output)
+    ifm = space.inputs[at]
+    batch, rows_dim, cols_dim, chan = ifm.depends        # the reader's dims of the NHWC axes
 
     def source(box):
         """The conv input's box and padding that compute `box` of its output."""
@@ -99,24 +150,35 @@ def cascade_space(step: Step, ctx: Context):
         rows, cols = win.rows(t), win.cols(t)
         return (box[0], rows[:2], cols[:2], (0, ic)), (rows[2], rows[3], cols[2], cols[3])
 
-    feeds = [ctx.operand("src", src, ("n", "oh", "ow"), lambda t: source(ifm.box(t))[0]),
-             ctx.operand("src_weights", weights, ("c",),
+    feeds = [ctx.operand("src", src, (batch, rows_dim, cols_dim),
+                         lambda t: source(ifm.box(t))[0]),
+             ctx.operand("src_weights", weights, (chan,),
                          lambda t: (ifm.box(t)[3], (0, pkh), (0, pkw), (0, ic))),
-             ctx.operand("src_stage", stage_table_name(producer), ("c",),
+             ctx.operand("src_stage", stage_table_name(producer), (chan,),
                          lambda t: (ifm.box(t)[3], (0, STAGE_COLUMNS)))]
     produced = Operand(ifm.role, ifm.tensor, ifm.dtype, ifm.depends, ifm.box,
                        itemsize(ifm.dtype), shape=ifm.shape, produce=Production(
                            "conv2d", conv_attrs(g, producer),
                            {"ifm": "src", "weights": "src_weights", "stage": "src_stage"},
                            source))
-    kh, kw, sy, sx = _footprint(g, step.main)
+    kh, kw, sy, sx = _footprint(g, step)
     reader = {"work": space.work, "floor": space.floor or space.work}
 
     def problem(s):
-        rows, cols = (s["oh"] - 1) * sy + kh, (s["ow"] - 1) * sx + kw
-        return mac_problem("conv2d", (s["n"] * rows * cols, s["c"]), (s["c"], pkh, pkw, ic))
+        rows, cols = (s[rows_dim] - 1) * sy + kh, (s[cols_dim] - 1) * sx + kw
+        return mac_problem("conv2d", (s[batch] * rows * cols, s[chan]),
+                           (s[chan], pkh, pkw, ic))
 
     costs = {role: (lambda s, f=f, own=reader[role]: own(s) + f(s))
              for role, f in ctx.mac_costs(problem, producer.main).items()}
-    space = dataclasses.replace(space, inputs=feeds + [produced] + space.inputs[1:], **costs)
+    shape = {}
+    if step.chain:
+        # An elementwise chain's own space splits its dims outermost first; cascaded, it
+        # splits like the conv it computes: rows or channel slices (in whole folds of the
+        # array), the channels outermost too, so each slice's weights load once.
+        shape = {"levels": {batch: 1, rows_dim: 0, cols_dim: 1, chan: 0},
+                 "orders": space.orders + [(chan, batch, rows_dim, cols_dim)],
+                 "folds": ctx.folds(chan)}
+    space = dataclasses.replace(space, inputs=space.inputs[:at] + feeds + [produced]
+                                + space.inputs[at + 1:], **costs, **shape)
     return space, opcode, attrs

@@ -41,9 +41,9 @@ class Step:
 
     @property
     def ops(self) -> list[str]:
-        if self.chain:
-            return [o.op for o in self.chain]
         first = self.producer.ops if self.producer else []
+        if self.chain:
+            return first + [o.op for o in self.chain]
         return first + [o.op for o in (self.main, self.rescale, self.clamp) if o is not None]
 
     @property
@@ -58,7 +58,7 @@ class Step:
         data = [t for o in (self.chain or [self.main])
                 for t in OPERATORS[o.op].bound(o.inputs, DATA, CONST) if t not in inside]
         if self.producer:
-            data = self.producer.inputs + [t for t in data if t != self.main.inputs[0]]
+            data = self.producer.inputs + [t for t in data if t != self.producer.output]
         return data
 
 

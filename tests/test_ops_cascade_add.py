@@ -1,0 +1,127 @@
+"""Cascading a CONV2D into the elementwise chain that reads it (compiler/cascade.py): the
+residual add of ResNet-style blocks (RESCALE, RESCALE, ADD, RESCALE on the conv's output and
+the shortcut) computes its box of the conv's output on chip, tile by tile, so the conv's
+output never exists in memory. Bit-exact against the reference model on the default buffer
+and on 4 KiB / 2 KiB buffers whose tiles split rows and channels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from npu_sim.api import compile_model, simulate
+from npu_sim.compiler.loader import load_bytes
+from npu_sim.isa.errors import DoesNotFitError
+from oracle import DType, GraphBuilder
+from ops_sim_support import (  # noqa: F401  (cfg is the parametrised config fixture)
+    cfg, check, const, conv_attr, get_config, mac_stage, rand, rescale, scalar, stage_params)
+
+CASES = [
+    # (n, h, w, ic, c, k, stride, pad, shortcut, per-channel output rescale, fused on).
+    # On 1 MiB the three maps stay on chip and nothing is cascaded; on 4 KiB (2 KiB of tile
+    # room) and 2 KiB (1 KiB) the bands below fit (of channel slices where all channels do
+    # not), and 2 KiB splits rows and columns.
+    (1, 12, 10, 8, 32, 1, 1, (0, 0, 0, 0), "input", False, ("4KiB", "2KiB")),
+    (1, 16, 12, 8, 8, 3, 1, (1, 1, 1, 1), "x", True, ("4KiB",)),
+    (2, 15, 13, 3, 24, 3, 2, (1, 1, 0, 0), "input", True, ("4KiB",)),
+    (1, 8, 8, 16, 96, 1, 1, (0, 0, 0, 0), "input", False, ("4KiB",)),
+    # a projection shortcut after the conv: its 3x3 weights do not fit beside a band, so the
+    # chain computes the conv before it, and the projection runs first
+    (1, 12, 10, 8, 32, 1, 1, (0, 0, 0, 0), "conv", False, ("4KiB", "2KiB")),
+]
+
+
+def _add_stage(g, rng, src, shape, in_dt, izp, bits):
+    """An input RESCALE of a TFLite-style add: int8 minus its zero point, scaled to about
+    `bits` bits of int32."""
+    mult = int(rng.integers(1 << 30, (1 << 31) - 1))
+    return rescale(g, src, shape, in_dt, DType.INT32, [mult], [31 + 8 - bits], izp, 0,
+                   output=False)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_conv_into_residual_add(case, cfg):
+    rng = np.random.default_rng(5300 + case)
+    n, h, w, ic, c, k, s, pad, shortcut, per_channel, fused_on = CASES[case]
+    g = GraphBuilder()
+    x = g.tensor((n, h, w, ic), DType.INT8, rand(rng, DType.INT8, (n, h, w, ic)))
+    oh, ow = (h + pad[0] + pad[1] - k) // s + 1, (w + pad[2] + pad[3] - k) // s + 1
+    shape = (n, oh, ow, c)
+    bias = rng.integers(-2000, 2000, size=c).astype(np.int32)
+    acc = g.intermediate(shape, DType.INT32)
+    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (c, k, k, ic)), DType.INT8),
+                    const(g, bias, DType.INT32), scalar(g, 9, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc], conv_attr(pad, (s, s), (1, 1)))
+    bound = np.array([k * k * ic * 256 * 256 + int(np.abs(bias).max())])
+    mid = mac_stage(g, rng, acc, bound, shape, mode="rescale", output=False)
+    if shortcut == "x":
+        other = x                  # the block's input: read by the conv and by the add
+    elif shortcut == "conv":
+        sc_bias = rng.integers(-2000, 2000, size=c).astype(np.int32)
+        sc_acc = g.intermediate(shape, DType.INT32)
+        g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (c, 3, 3, ic)), DType.INT8),
+                        const(g, sc_bias, DType.INT32), scalar(g, -4, DType.INT8),
+                        scalar(g, 0, DType.INT8)], [sc_acc], conv_attr((1, 1, 1, 1), (1, 1),
+                                                                       (1, 1)))
+        other = mac_stage(g, rng, sc_acc, np.array([9 * ic * 256 * 256 + 2000]), shape,
+                          mode="rescale", output=False)
+    else:
+        other = g.tensor(shape, DType.INT8, rand(rng, DType.INT8, shape))
+    lhs = _add_stage(g, rng, mid, shape, DType.INT8, 0, 28)
+    rhs = _add_stage(g, rng, other, shape, DType.INT8, int(rng.integers(-30, 31)), 27)
+    total = g.intermediate(shape, DType.INT32)
+    g.op("ADD", [lhs, rhs], [total])
+    channels = c if per_channel else 1
+    mult, shifts = stage_params(rng, 3 << 27, channels)
+    rescale(g, total, shape, DType.INT32, DType.INT8, mult, shifts, 0,
+            int(rng.integers(-20, 21)), rounding="DOUBLE_ROUND", per_channel=per_channel)
+    conv, add = ["CONV2D", "RESCALE"], ["RESCALE", "RESCALE", "ADD", "RESCALE"]
+    first = [conv] if shortcut == "conv" else []
+    check(g, cfg, split=("d1", "d2") if "2KiB" in fused_on else (),
+          layers=first + ([conv + add] if cfg in fused_on else [conv, add]))
+
+
+def test_sum_is_not_written_over_the_cascaded_convs_input():
+    """When the feature maps do not fit, a chain's output may be written over an input it
+    reads last, box over the same box; never over its cascaded conv's input, whose boxes
+    reach into other tiles' rows and columns (a 3x3 conv's halo) and which every channel
+    slice reads again. The block's input x (4,608 B, above 8 KiB's 4 KiB resident share)
+    feeds both the conv and the add: 10 KiB of DRAM holds it beside the sum, bit-exact;
+    8 KiB would only by writing the sum over x, which is refused."""
+    rng = np.random.default_rng(5400)
+    shape = (1, 24, 24, 8)
+    g = GraphBuilder()
+    x0 = g.tensor((1, 24, 24, 2), DType.INT8, rand(rng, DType.INT8, (1, 24, 24, 2)))
+    maps = [x0]
+    for k, ic in ((1, 2), (3, 8)):
+        bias = rng.integers(-2000, 2000, size=8).astype(np.int32)
+        acc = g.intermediate(shape, DType.INT32)
+        g.op("CONV2D", [maps[-1], const(g, rand(rng, DType.INT8, (8, k, k, ic)), DType.INT8),
+                        const(g, bias, DType.INT32), scalar(g, 3, DType.INT8),
+                        scalar(g, 0, DType.INT8)], [acc], conv_attr((k // 2,) * 4, (1, 1), (1, 1)))
+        maps.append(mac_stage(g, rng, acc, np.array([k * k * ic * 256 * 256 + 2000]), shape,
+                              mode="rescale", output=False))
+    _, x, mid = maps
+    lhs = _add_stage(g, rng, mid, shape, DType.INT8, 0, 28)
+    rhs = _add_stage(g, rng, x, shape, DType.INT8, 5, 27)
+    total = g.intermediate(shape, DType.INT32)
+    g.op("ADD", [lhs, rhs], [total])
+    mult, shifts = stage_params(rng, 3 << 27, 1)
+    block = rescale(g, total, shape, DType.INT32, DType.INT8, mult, shifts, 0, 7, output=False)
+    acc = g.intermediate((1, 24, 24, 2), DType.INT32)
+    g.op("CONV2D", [block, const(g, rand(rng, DType.INT8, (2, 1, 1, 8)), DType.INT8),
+                    const(g, np.zeros(2, np.int32), DType.INT32), scalar(g, 1, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc], conv_attr((0,) * 4, (1, 1), (1, 1)))
+    mac_stage(g, rng, acc, np.array([8 * 256 * 256]), (1, 24, 24, 2), mode="rescale")
+    conv = ["CONV2D", "RESCALE"]
+    tight = get_config("default").with_overrides({"sram.size": "8 KiB",
+                                                  "memories.dram.size": "10 KiB"})
+    program = compile_model(load_bytes(g.serialize()), tight)
+    assert [layer.ops for layer in program.layers] == [
+        conv, conv + ["RESCALE", "RESCALE", "ADD", "RESCALE"], conv]
+    got = simulate(program, tight, inputs=dict(g.input_values)).outputs
+    expected = g.run()
+    assert all(np.array_equal(np.asarray(got[n]), expected[n]) for n in g.output_names)
+    with pytest.raises(DoesNotFitError, match="does not fit in dram"):
+        compile_model(load_bytes(g.serialize()),
+                      tight.with_overrides({"memories.dram.size": "8 KiB"}))
