@@ -19,7 +19,7 @@ import math
 from .ir import Graph
 from .placement import Placement
 from .steps import Step
-from .tiling import iterate_tiles
+from .tiling import operand_tiles
 
 TILED = ("mac", "vector")
 
@@ -107,7 +107,7 @@ def _row_granule(opnd, plan, space) -> int:
     if not opnd.shape:
         return 0
     rows = []
-    for tile in iterate_tiles(plan, space.dims):
+    for tile in operand_tiles(space, plan.sizes, opnd):
         box = opnd.box(tile)
         if len(box) != len(opnd.shape) or any(b != (0, n) for b, n in zip(box[1:], opnd.shape[1:])):
             return 0

@@ -211,20 +211,25 @@ def _sampled_boxes(space: TileSpace, sizes: dict[str, int], memo: dict):
     return _merge(space, parts)
 
 
-def _all_boxes(space: TileSpace, sizes: dict[str, int], memo: dict | None):
-    """box_sizes() of every tile of `sizes`: per operand, every combination of its dims'
-    tiles, the other dims at their first."""
+def operand_tiles(space: TileSpace, sizes: dict[str, int], opnd: Operand):
+    """Tiles of `sizes` giving every box of `opnd`: every combination of the tiles of the
+    dims it depends on, the other dims at their first."""
     ranges = {d: [(s, min(sizes[d], full - s)) for s in range(0, full, sizes[d])]
               for d, full in space.dims.items()}
     first = {d: r[0] for d, r in ranges.items()}
+    dims = [d for d in opnd.depends if d in ranges]
+    for combo in itertools.product(*(ranges[d] for d in dims)):
+        yield {**first, **dict(zip(dims, combo))}
+
+
+def _all_boxes(space: TileSpace, sizes: dict[str, int], memo: dict | None):
+    """box_sizes() of every tile of `sizes`: per operand, its operand_tiles()."""
     memo = {} if memo is None else memo
     parts = []
     for i, opnd in enumerate(space.inputs + [space.output]):
-        dims = [d for d in opnd.depends if d in ranges]
-        key = ("all", i, tuple(sizes[d] for d in dims))
+        key = ("all", i, tuple(sizes[d] for d in opnd.depends if d in space.dims))
         if key not in memo:
-            memo[key] = _operand_boxes(opnd, ({**first, **dict(zip(dims, combo))} for combo in
-                                              itertools.product(*(ranges[d] for d in dims))))
+            memo[key] = _operand_boxes(opnd, operand_tiles(space, sizes, opnd))
         parts.append(memo[key])
     return _merge(space, parts)
 

@@ -78,7 +78,7 @@ class TensorView(NamedTuple):
 
 def dense(mem: int, addr: int, shape, dtype: str) -> TensorView:
     """A row-major contiguous view."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(map(int, shape))
     strides, step = [], ITEMSIZE[dtype]
     for d in reversed(shape):
         strides.append(step)

@@ -115,6 +115,20 @@ class Context:
                        self._on_chip(tensor), self._cost(tensor), tuple(t.shape))
 
 
+def _kept(span, dim: str):
+    """span() of a tile's (start, size) along `dim`, each computed once: the search and the
+    lowering ask the same rows of a window many times."""
+    known = {}
+
+    def of(t):
+        key = t[dim]
+        got = known.get(key)
+        if got is None:
+            got = known[key] = span(key)
+        return got
+    return of
+
+
 class Window:
     """The input rows and columns a tile of a sliding-window op reads, and the padding it sees."""
 
@@ -122,8 +136,8 @@ class Window:
         sy, sx = op.attrs["stride"]
         dy, dx = op.attrs.get("dilation", (1, 1))
         pt, _, pl, _ = op.attrs["pad"]
-        self.rows = lambda t: window(t["oh"][0], t["oh"][1], sy, pt, (kh - 1) * dy + 1, h)
-        self.cols = lambda t: window(t["ow"][0], t["ow"][1], sx, pl, (kw - 1) * dx + 1, w)
+        self.rows = _kept(lambda oh: window(*oh, sy, pt, (kh - 1) * dy + 1, h), "oh")
+        self.cols = _kept(lambda ow: window(*ow, sx, pl, (kw - 1) * dx + 1, w), "ow")
 
     def box(self, t):
         return self.rows(t)[:2], self.cols(t)[:2]
