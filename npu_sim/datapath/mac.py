@@ -196,6 +196,7 @@ class _Geometry(NamedTuple):
 
 
 _GEOMETRIES: dict = {}
+_DW_GEOMETRIES: dict = {}          # depthwise: its slabs' layout, or None (general path)
 
 
 def _geometry(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> _Geometry:
@@ -225,25 +226,37 @@ def _new_geometry(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> 
     pointwise = None
     if all(w == 1 for w in kernel) and not any(lo or hi for lo, hi in pads):
         pointwise = (slice(None),) + tuple(slice(None, None, st) for st in stride)
-    crop = (slice(None),) + tuple(slice(max(-lo, 0), ifm.shape[i + 1] - max(-hi, 0))
-                                  for i, (lo, hi) in enumerate(pads))
-    sizes = [len(range(*c.indices(d))) for c, d in zip(crop[1:], ifm.shape[1:-1])]
-    grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
-    padded_shape = (n, *(d + lo + hi for d, (lo, hi) in zip(sizes, grow)), ic)
-    inner = (slice(None),) + tuple(slice(lo, lo + d) for d, (lo, _) in zip(sizes, grow)) if any(
-        lo or hi for lo, hi in grow) else None
-    steps = [1] * len(padded_shape)                         # element strides, C-contiguous
-    for i in range(len(padded_shape) - 2, -1, -1):
-        steps[i] = steps[i + 1] * padded_shape[i + 1]
-    S = len(kernel)
-    window_steps = (steps[0], *(steps[1 + i] * stride[i] for i in range(S)),
-                    *(steps[1 + i] * dilation[i] for i in range(S)), 1)
+    crop, padded_shape, inner = _pad_layout(ifm.shape, pads)
     # Chunk over the first output spatial axis so the im2col copy stays bounded.
     per_row = n * math.prod(out_sizes[1:]) * k
-    return _Geometry(k, oc, out_sizes, out_shape, floats, plan, pointwise,
-                     crop if any(lo < 0 or hi < 0 for lo, hi in pads) else None, padded_shape,
-                     inner, (n, *out_sizes, *kernel, ic), window_steps,
+    return _Geometry(k, oc, out_sizes, out_shape, floats, plan, pointwise, crop, padded_shape,
+                     inner, (n, *out_sizes, *kernel, ic),
+                     _window_steps(padded_shape, stride, dilation),
                      max(1, _CHUNK // max(per_row, 1)))
+
+
+def _pad_layout(shape, pads):
+    """For an [N, *S, C] input padded (cropped, where negative) by `pads` on its spatial axes:
+    the slices that crop it (None: none), the padded shape, where the input sits in it
+    (None: it fills it). _padded builds that array."""
+    crop = (slice(None),) + tuple(slice(max(-lo, 0), shape[i + 1] - max(-hi, 0))
+                                  for i, (lo, hi) in enumerate(pads))
+    sizes = [len(range(*c.indices(d))) for c, d in zip(crop[1:], shape[1:-1])]
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pads]
+    padded_shape = (shape[0], *(d + lo + hi for d, (lo, hi) in zip(sizes, grow)), shape[-1])
+    inner = (slice(None),) + tuple(slice(lo, lo + d) for d, (lo, _) in zip(sizes, grow)) if any(
+        lo or hi for lo, hi in grow) else None
+    return crop if any(lo < 0 or hi < 0 for lo, hi in pads) else None, padded_shape, inner
+
+
+def _window_steps(padded_shape, stride, dilation) -> tuple:
+    """_windows' strides, in elements of a C-contiguous padded array of that shape."""
+    steps = [1] * len(padded_shape)
+    for i in range(len(padded_shape) - 2, -1, -1):
+        steps[i] = steps[i + 1] * padded_shape[i + 1]
+    S = len(stride)
+    return (steps[0], *(steps[1 + i] * stride[i] for i in range(S)),
+            *(steps[1 + i] * dilation[i] for i in range(S)), 1)
 
 
 def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> np.ndarray:
@@ -334,6 +347,26 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
     sums come back as float32 or int32 when they provably hold them (the output stage widens
     them slab by slab), else int64."""
     ifm, weights = np.asarray(ifm), np.asarray(weights)
+    key = (ifm.shape, ifm.dtype, weights.shape, weights.dtype, tuple(pad), tuple(stride),
+           tuple(dilation), input_zp, weight_zp)
+    g = _DW_GEOMETRIES.get(key, False)
+    if g is False:
+        if len(_DW_GEOMETRIES) >= 4096:
+            _DW_GEOMETRIES.clear()
+        g = _DW_GEOMETRIES[key] = _depthwise_geometry(ifm, weights, pad, stride, dilation,
+                                                      input_zp, weight_zp)
+    if g is not None:
+        dt, acc_shape, out_shape, slabs = g
+        wc = _centered_as(weights, weight_zp, dt)
+        acc = np.empty(acc_shape, dtype=dt)
+        size = acc.itemsize
+        for rows, block, padded_shape, inner, window_shape, window_steps in slabs:
+            xs = _padded(ifm[block], input_zp, dt, padded_shape, inner)
+            win = np.ndarray(window_shape, dt, buffer=xs,
+                             strides=tuple(e * size for e in window_steps))
+            win.flags.writeable = False
+            np.einsum("nhwyxc,yxcm->nhwcm", win, wc, out=acc[rows])
+        return acc.reshape(out_shape)
     kh, kw, c, m = weights.shape
     if ifm.shape[-1] != c:
         raise ValueError(f"channel mismatch: ifm {ifm.shape}, weights {weights.shape}")
@@ -390,6 +423,44 @@ def depthwise_conv2d_acc(ifm, weights, pad=(0, 0, 0, 0), stride=(1, 1), dilation
                     np.multiply(tap[..., None], wc[ky, kx], out=prod)
                     out += prod
     return acc.reshape(n, oh, ow, c * m)
+
+
+def _depthwise_geometry(ifm, weights, pad, stride, dilation, input_zp, weight_zp):
+    """depthwise_conv2d_acc's plan for integer operands whose dtypes decide the sums' dtype,
+    worked out once for the tiles that share these shapes: (dtype, accumulator shape, output
+    shape, per slab: its output rows, the input rows it reads, and _padded's and the windows'
+    layout); None where the general path decides from the data (or the operands are float,
+    or the output is empty)."""
+    kh, kw, c, m = weights.shape
+    if ifm.shape[-1] != c or is_float(ifm.dtype):
+        return None
+    a, b = _type_bound(ifm, input_zp), _type_bound(weights, weight_zp)
+    if a is None or b is None or kh * kw * a * b >= 1 << 31:
+        return None
+    dt = np.float32 if kh * kw * a * b < _F32_EXACT else np.int32
+    pads = [(pad[0], pad[1]), (pad[2], pad[3])]
+    h, n = ifm.shape[1], ifm.shape[0]
+    oh, ow = _out_sizes(ifm.shape[1:3], pads, (kh, kw), stride, dilation)
+    if oh <= 0 or ow <= 0 or not n * c * m:
+        return None
+    sy, dy = stride[0], dilation[0]
+    rows = max(1, _DW_CHUNK // (n * ow * c * m))       # as the general path's slabs
+    slabs = []
+    for r0 in range(0, oh, rows):
+        count = min(rows, oh - r0)
+        first = r0 * sy - pads[0][0]
+        last = (r0 + count - 1) * sy + (kh - 1) * dy - pads[0][0]
+        lo, hi = max(first, 0), min(last, h - 1)
+        if hi >= lo:
+            block, top, bottom = slice(lo, hi + 1), lo - first, last - hi
+        else:
+            block, top, bottom = slice(0, 0), last - first + 1, 0
+        shape = (n, len(range(h)[block]), *ifm.shape[2:])
+        crop, padded_shape, inner = _pad_layout(shape, [(top, bottom), pads[1]])
+        block = (slice(None), block) + (() if crop is None else (crop[2],))
+        slabs.append(((slice(None), slice(r0, r0 + count)), block, padded_shape, inner,
+                      (n, count, ow, kh, kw, c), _window_steps(padded_shape, stride, dilation)))
+    return dt, (n, oh, ow, c, m), (n, oh, ow, c * m), slabs
 
 
 def transpose_conv2d_acc(ifm_box, weights, stride=(1, 1), out_pad_top=0, out_pad_left=0,

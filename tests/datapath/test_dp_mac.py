@@ -339,6 +339,7 @@ def test_depthwise_slabs_match_one_pass(seed, monkeypatch):
     assert whole.shape[1] > 1 and whole.any()
     for chunk in (1, 60, 200):
         monkeypatch.setattr(mac, "_DW_CHUNK", chunk)
+        monkeypatch.setattr(mac, "_DW_GEOMETRIES", {})      # slabs are kept with the geometry
         got = dp.depthwise_conv2d_acc(x, w, *args)
         assert got.dtype == whole.dtype == np.float32 and np.array_equal(got, whole), chunk
 
@@ -382,3 +383,27 @@ def test_conv2d_geometries_match_python_sums(seed, monkeypatch):
         assert got.shape == want.shape
         assert (got.astype(object) == want).all()
     assert len(mac._GEOMETRIES) == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_depthwise_geometries_match_python_sums(seed, monkeypatch):
+    """Depthwise tiles keep their slabs' layout by geometry: a second tile of the same shapes
+    with new data, cropping (negative) width pads, slabs of a few rows, and int16 activations
+    give the exact sums (Python integers)."""
+    rng = np.random.default_rng(1400 + seed)
+    xdt = np.int16 if seed == 3 else np.int8
+    pad = [(1, 1, -1, 2), (0, 2, 1, -1), (2, 0, 0, 0), (1, 1, 1, 1)][seed]
+    stride, dilation = (1 + seed % 2, 1), (1, 1 + seed // 2)
+    monkeypatch.setattr(mac, "_DW_GEOMETRIES", {})
+    monkeypatch.setattr(mac, "_DW_CHUNK", 30 if seed % 2 else 1 << 16)
+    izp, wzp = int(rng.integers(-128, 128)) if xdt == np.int8 else 0, int(rng.integers(-9, 9))
+    for _ in range(2):
+        x = rand_int(rng, xdt, (2, 8, 7, 3))
+        w = rand_int(rng, np.int8, (3, 2, 3, 2))
+        got = dp.depthwise_conv2d_acc(x, w, pad, stride, dilation, izp, wzp)
+        # as a CONV2D of each input channel alone: output channel c*M + m
+        want = np.concatenate([_py_conv2d(x[..., c:c + 1], w[:, :, c, :].transpose(2, 0, 1)[
+            ..., None], pad, stride, dilation, izp, wzp) for c in range(3)], axis=-1)
+        assert got.shape == want.shape
+        assert (got.astype(object) == want).all()
+    assert list(mac._DW_GEOMETRIES.values())[0] is not None     # the kept plan ran
