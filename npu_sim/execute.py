@@ -46,15 +46,15 @@ def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
     if out_name == "acc_out":
         out[...] = _wrap_acc(acc, a["acc_dtype"])
         return
-    stage = dict(bias=x.get("bias"), multiplier=x.get("multiplier"), shift=x.get("shift"),
-                 scale32=a.get("scale32", True), rounding_mode=a.get("rounding_mode", "SINGLE_ROUND"),
-                 per_channel=True, output_zp=a.get("output_zp", 0), clamp=a.get("clamp"),
-                 out_dtype=out.dtype, acc_dtype=a["acc_dtype"])
-    if acc.size <= STAGE_CHUNK:         # a tile's sums in one pass
-        dp.output_stage(acc, **stage, out=out)
-        return
-    for part in _chunks(acc.shape):
-        dp.output_stage(acc[part], **stage, out=out[part])
+    bias, multiplier, shift = x.get("bias"), x.get("multiplier"), x.get("shift")
+    scale32, rounding = a.get("scale32", True), a.get("rounding_mode", "SINGLE_ROUND")
+    zp, clamp, acc_dtype = a.get("output_zp", 0), a.get("clamp"), a["acc_dtype"]
+    # a tile's sums in one pass, or in slabs of about STAGE_CHUNK
+    for part in (...,) if acc.size <= STAGE_CHUNK else _chunks(acc.shape):
+        dp.output_stage(acc[part], bias=bias, multiplier=multiplier, shift=shift,
+                        scale32=scale32, rounding_mode=rounding, per_channel=True,
+                        output_zp=zp, clamp=clamp, out_dtype=out.dtype, acc_dtype=acc_dtype,
+                        out=out[part])
 
 
 def _chunks(shape):

@@ -186,12 +186,14 @@ class _Geometry(NamedTuple):
     out_shape: tuple
     floats: bool
     plan: tuple | None              # from the dtypes, or None: the data decide
-    pointwise: tuple | None         # 1x1 unpadded: the input's stride slices, else None
+    pointwise: tuple | None         # 1x1 unpadded: the input's stride slices (() at stride 1)
     crop: tuple | None              # slices of the input that negative pads crop
     padded_shape: tuple
     inner: tuple | None             # where the input sits in the padded array (None: unpadded)
     window_shape: tuple
     window_steps: tuple             # window strides in elements of the padded array
+    itemsize: int                   # of the plan's dtype (float32 where the data decide)
+    window_strides: tuple           # window strides in bytes for that itemsize
     step: int                       # output rows per im2col block
 
 
@@ -225,14 +227,16 @@ def _new_geometry(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> 
                                                input_zp, weights.dtype, weight_zp)
     pointwise = None
     if all(w == 1 for w in kernel) and not any(lo or hi for lo, hi in pads):
-        pointwise = (slice(None),) + tuple(slice(None, None, st) for st in stride)
+        pointwise = () if all(st == 1 for st in stride) else (slice(None),) + tuple(
+            slice(None, None, st) for st in stride)
     crop, padded_shape, inner = _pad_layout(ifm.shape, pads)
     # Chunk over the first output spatial axis so the im2col copy stays bounded.
     per_row = n * math.prod(out_sizes[1:]) * k
+    steps = _window_steps(padded_shape, stride, dilation)
+    itemsize = np.dtype(plan[0] if plan else np.float32).itemsize
     return _Geometry(k, oc, out_sizes, out_shape, floats, plan, pointwise, crop, padded_shape,
-                     inner, (n, *out_sizes, *kernel, ic),
-                     _window_steps(padded_shape, stride, dilation),
-                     max(1, _CHUNK // max(per_row, 1)))
+                     inner, (n, *out_sizes, *kernel, ic), steps, itemsize,
+                     tuple(e * itemsize for e in steps), max(1, _CHUNK // max(per_row, 1)))
 
 
 def _pad_layout(shape, pads):
@@ -271,31 +275,37 @@ def _conv_nd_acc(ifm, weights, pads, stride, dilation, input_zp, weight_zp) -> n
     if out.size == 0:
         return out
     wc = _centered_as(weights, weight_zp, dt).reshape(oc, k).T  # [K*IC, OC]
-    with _ieee(g.floats):
-        if g.pointwise is not None:
-            # pointwise: the (strided) input is its own im2col, with no copy at stride 1
-            xc = _centered_as(ifm, input_zp, dt)
-            if any(st != 1 for st in stride):
-                xc = xc[g.pointwise]
-            _gemm_into(out.reshape(-1, oc), xc.reshape(-1, k), wc, plan, whole)
-            return out
-        xp = _padded(ifm if g.crop is None else ifm[g.crop], input_zp, dt, g.padded_shape,
-                     g.inner)
-        size = xp.itemsize
-        win = np.ndarray(g.window_shape, dt, buffer=xp,
-                         strides=tuple(e * size for e in g.window_steps))
-        win.flags.writeable = False
-        step, rows = g.step, g.out_sizes[0]
-        if step >= rows:                     # one block: the windows' copy is the im2col
-            _gemm_into(out.reshape(-1, oc), win.reshape(-1, k), wc, plan, whole)
-            return out
-        for r0 in range(0, rows, step):
-            cols = win[:, r0:r0 + step].reshape(-1, k)  # copies the windows: [M, K*IC]
-            dst = out[:, r0:r0 + step]
-            if dst.flags.c_contiguous:
-                _gemm_into(dst.reshape(-1, oc), cols, wc, plan, whole)
-            else:
-                dst[...] = _exact_matmul(cols, wc, plan).reshape(dst.shape)
+    if g.floats:
+        with _ieee(True):
+            return _conv_gemms(g, ifm, input_zp, dt, wc, out, plan, whole)
+    return _conv_gemms(g, ifm, input_zp, dt, wc, out, plan, whole)
+
+
+def _conv_gemms(g: _Geometry, ifm, input_zp, dt, wc, out, plan, whole: bool) -> np.ndarray:
+    k, oc = g.k, g.oc
+    if g.pointwise is not None:
+        # pointwise: the (strided) input is its own im2col, with no copy at stride 1
+        xc = _centered_as(ifm, input_zp, dt)
+        if g.pointwise:
+            xc = xc[g.pointwise]
+        _gemm_into(out.reshape(-1, oc), xc.reshape(-1, k), wc, plan, whole)
+        return out
+    xp = _padded(ifm if g.crop is None else ifm[g.crop], input_zp, dt, g.padded_shape, g.inner)
+    size = xp.itemsize
+    win = np.ndarray(g.window_shape, dt, buffer=xp, strides=g.window_strides if size == g.itemsize
+                     else tuple(e * size for e in g.window_steps))
+    win.flags.writeable = False
+    step, rows = g.step, g.out_sizes[0]
+    if step >= rows:                     # one block: the windows' copy is the im2col
+        _gemm_into(out.reshape(-1, oc), win.reshape(-1, k), wc, plan, whole)
+        return out
+    for r0 in range(0, rows, step):
+        cols = win[:, r0:r0 + step].reshape(-1, k)  # copies the windows: [M, K*IC]
+        dst = out[:, r0:r0 + step]
+        if dst.flags.c_contiguous:
+            _gemm_into(dst.reshape(-1, oc), cols, wc, plan, whole)
+        else:
+            dst[...] = _exact_matmul(cols, wc, plan).reshape(dst.shape)
     return out
 
 

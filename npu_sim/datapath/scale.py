@@ -316,7 +316,8 @@ class _Tables(NamedTuple):
     cnmax: int
 
 
-_STAGE_TABLES: dict = {}
+_STAGE_TABLES: dict = {}         # contents -> _Tables
+_STAGE_BY_ARRAYS: dict = {}      # the arrays read -> (their contents, _Tables)
 
 
 def _flat(a) -> np.ndarray:
@@ -327,7 +328,8 @@ def _stage_constants(bias, multiplier, shift, per_channel: bool, zp: int, double
     """_Tables for these per-channel tables, or None when they do not qualify. A pure function
     of the tables' contents, read from memory on every call: tiles of a layer share their
     tables, so it is kept by the arrays they were read from, and used while their contents
-    (dtype and bytes, compared, never hashed) are the same."""
+    (dtype and bytes) compare equal; arrays seen first, or with new contents, look it up by
+    the contents (hashed, as tiles reading the same tables from other buffers do)."""
     m, s = _flat(multiplier), _flat(shift)
     if not per_channel:
         m, s = m[:1], s[:1]
@@ -335,13 +337,20 @@ def _stage_constants(bias, multiplier, shift, per_channel: bool, zp: int, double
     contents = (m.dtype.char, m.tobytes(), s.dtype.char, s.tobytes(), None if b is None else (
         b.dtype.char, b.tobytes()))
     key = (id(multiplier), id(shift), id(bias), per_channel, zp, double_round)
-    hit = _STAGE_TABLES.get(key)
+    hit = _STAGE_BY_ARRAYS.get(key)
     if hit is not None and hit[0] == contents:
         return hit[1]
-    tables = _stage_tables(m, s, b, zp, double_round)
-    if len(_STAGE_TABLES) >= 4096:
-        _STAGE_TABLES.clear()
-    _STAGE_TABLES[key] = contents, tables
+    # new arrays or contents: by the contents themselves (hashed), else worked out
+    full = (contents, zp, double_round)
+    tables = _STAGE_TABLES.get(full, False)
+    if tables is False:
+        tables = _stage_tables(m, s, b, zp, double_round)
+        if len(_STAGE_TABLES) >= 4096:
+            _STAGE_TABLES.clear()
+        _STAGE_TABLES[full] = tables
+    if len(_STAGE_BY_ARRAYS) >= 4096:
+        _STAGE_BY_ARRAYS.clear()
+    _STAGE_BY_ARRAYS[key] = contents, tables
     return tables
 
 
