@@ -118,17 +118,21 @@ def _extend_zp(zp, bits: int, unsigned: bool) -> int:
     return zp & ((1 << bits) - 1) if unsigned else sext(zp, bits)
 
 
+try:                    # np.clip's ufunc, one pass: on a tile np.clip's Python wrapper costs more
+    from numpy._core.umath import clip as _clip        # numpy 2
+except ImportError:     # pragma: no cover (numpy 1.26)
+    from numpy.core.umath import clip as _clip
+
+
 def _saturate(r, lo: int, hi: int) -> np.ndarray:
-    # np.clip's semantics in two ufunc calls: on a tile its Python wrappers cost more than the work
-    return np.minimum(np.maximum(r, lo), hi)
+    return _clip(r, lo, hi)
 
 
 def _saturated(r: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """_saturate in place, of a temporary of the caller's own (a scalar: a new one)."""
     if type(r) is not np.ndarray:
         return _saturate(r, lo, hi)
-    np.maximum(r, lo, out=r)
-    return np.minimum(r, hi, out=r)
+    return _clip(r, lo, hi, out=r)
 
 
 def _rescaled(x, multiplier, shift, input_zp, output_zp, scale32: bool, rounding_mode: str,
@@ -288,8 +292,7 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
     v *= m
     v += c
     v >>= s
-    np.maximum(v, lo, out=v)
-    np.minimum(v, hi, out=v)
+    _clip(v, lo, hi, out=v)
     if out is None:
         return v.astype(out_dtype)
     out[...] = v
