@@ -10,6 +10,7 @@ import importlib
 import math
 import os
 import re
+import struct
 import sys
 
 import numpy as np
@@ -43,6 +44,69 @@ _ENUM_FIELDS = {
 }
 _VECTOR_SUFFIXES = ("Length", "AsNumpy", "IsNone")
 
+_U8, _U16, _I32, _U32 = (struct.Struct(f).unpack_from for f in ("<B", "<H", "<i", "<I"))
+
+
+class _Table:
+    """One flatbuffer table of `buf` at `pos`, read as the generated tosa classes read it
+    (the same offsets and defaults), without their per-field layers of calls. A field is
+    named by its vtable slot (4, 6, 8, ...: the generated accessor's Offset() argument)."""
+
+    __slots__ = ("buf", "pos", "vt", "vt_size")
+
+    def __init__(self, buf, pos: int):
+        vt = pos - _I32(buf, pos)[0]
+        if vt < 0:
+            raise ValueError(f"vtable offset {vt}")
+        self.buf, self.pos, self.vt, self.vt_size = buf, pos, vt, _U16(buf, vt)[0]
+
+    def field(self, slot: int) -> int:
+        """Where the field is, or 0 when absent."""
+        if slot >= self.vt_size:
+            return 0
+        off = _U16(self.buf, self.vt + slot)[0]
+        return self.pos + off if off else 0
+
+    def scalar(self, slot: int, unpack, default=0):
+        at = self.field(slot)
+        return unpack(self.buf, at)[0] if at else default
+
+    def table(self, slot: int) -> _Table | None:
+        at = self.field(slot)
+        return _Table(self.buf, at + _U32(self.buf, at)[0]) if at else None
+
+    def string(self, slot: int) -> bytes | None:
+        at = self.field(slot)
+        return _string(self.buf, at) if at else None
+
+    def vector(self, slot: int) -> tuple[int, int]:
+        """(start, length) of a vector field; (0, 0) when absent."""
+        at = self.field(slot)
+        if not at:
+            return 0, 0
+        at += _U32(self.buf, at)[0]
+        return at + 4, _U32(self.buf, at)[0]
+
+    def tables(self, slot: int) -> list[_Table]:
+        start, n = self.vector(slot)
+        buf = self.buf
+        return [_Table(buf, e + _U32(buf, e)[0]) for e in range(start, start + 4 * n, 4)]
+
+    def strings(self, slot: int) -> list[str]:
+        start, n = self.vector(slot)
+        buf = self.buf
+        return [_string(buf, e).decode() for e in range(start, start + 4 * n, 4)]
+
+    def array(self, slot: int, dtype: str) -> np.ndarray | None:
+        """A vector of scalars as a numpy view of the buffer, None when absent."""
+        start, n = self.vector(slot)
+        return np.frombuffer(self.buf, dtype, count=n, offset=start) if start else None
+
+
+def _string(buf, at: int) -> bytes:
+    at += _U32(buf, at)[0]
+    return bytes(buf[at + 4:at + 4 + _U32(buf, at)[0]])
+
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -67,19 +131,20 @@ _VARIABLE_ACCESS = {"VariableReadAttribute": "variable_read",
                     "VariableWriteAttribute": "variable_write"}
 
 
-def _read_attributes(op_fb) -> dict:
-    kind = ATTRIBUTE_NAMES.get(op_fb.AttributeType(), "NONE")
+def _read_attributes(op: _Table) -> dict:
+    """An operator's attribute table (TosaOperator's union: type in slot 6, table in 8)."""
+    kind = ATTRIBUTE_NAMES.get(op.scalar(6, _U8), "NONE")
     if kind in _VARIABLE_ACCESS:            # IDENTITY on a variable, as tosa-opt writes it
         return {_VARIABLE_ACCESS[kind]: True}
-    if kind == "NONE" or op_fb.Attribute() is None:
+    at = op.field(8)
+    if kind == "NONE" or not at:
         return {}
     if kind not in _ATTR_CLASS_CACHE:
         cls = getattr(importlib.import_module(f"tosa.{kind}"), kind)
         _ATTR_CLASS_CACHE[kind] = (cls, _attribute_fields(cls))
     cls, fields = _ATTR_CLASS_CACHE[kind]
-    table = op_fb.Attribute()
     obj = cls()
-    obj.Init(table.Bytes, table.Pos)
+    obj.Init(op.buf, at + _U32(op.buf, at)[0])
     attrs = {}
     for method, name, is_vector in fields:
         if is_vector:
@@ -155,35 +220,38 @@ def _tensor_dtype(code: int, name: str) -> str:
     return dtype
 
 
-def _read_block(block, source: str) -> Graph:
+def _read_block(block: _Table, source: str) -> Graph:
+    """A TosaBasicBlock (operators 6, tensors 8, inputs 10, outputs 12, shapes 14)."""
     tensors: dict[str, Tensor] = {}
-    for i in range(block.TensorsLength()):
-        t = block.Tensors(i)
-        name = t.Name().decode()
-        shape = tuple(t.ShapeAsNumpy().tolist()) if t.ShapeLength() else ()
-        dtype = _tensor_dtype(t.Type(), name)
+    for t in block.tables(8):           # TosaTensor: name 4, shape 6, type 8, data 10,
+        name = t.string(4).decode()     # variable 12, variable_name 16
+        dims = t.array(6, "<i4")
+        shape = tuple(dims.tolist()) if dims is not None and len(dims) else ()
+        dtype = _tensor_dtype(t.scalar(8, _U32), name)
         if any(d < 0 for d in shape):
             raise ModelError(f"tensor '{name}' has a dynamic or negative shape {list(shape)}")
         data = None
-        if t.DataLength():
-            data = decode_data(t.DataAsNumpy(), dtype, shape)
-        vname = t.VariableName().decode() if t.VariableName() else ""
-        tensors[name] = Tensor(name, shape, dtype, data, bool(t.Variable()), vname)
-    for i in range(block.ShapesLength()):
-        s = block.Shapes(i)
-        name = s.Name().decode()
-        rank = int(s.Rank())
-        data = decode_data(s.DataAsNumpy(), "shape", (rank,)) if s.DataLength() else None
+        raw = t.array(10, "<u1")
+        if raw is not None and len(raw):
+            data = decode_data(raw, dtype, shape)
+        vname = t.string(16)
+        tensors[name] = Tensor(name, shape, dtype, data, bool(t.scalar(12, _U8)),
+                               vname.decode() if vname else "")
+    for s in block.tables(14):          # TosaShape: name 4, rank 6, data 8
+        name = s.string(4).decode()
+        rank = int(s.scalar(6, _U32))
+        raw = s.array(8, "<u1")
+        data = decode_data(raw, "shape", (rank,)) if raw is not None and len(raw) else None
         tensors[name] = Tensor(name, (rank,), "shape", data)
     operators = []
-    for i in range(block.OperatorsLength()):
-        o = block.Operators(i)
-        op_name = OP_NAMES.get(o.Op(), f"op code {o.Op()}")
-        inputs = [o.Inputs(j).decode() for j in range(o.InputsLength())]
-        outputs = [o.Outputs(j).decode() for j in range(o.OutputsLength())]
+    for i, o in enumerate(block.tables(6)):     # TosaOperator: op 4, attribute 6 and 8,
+        code = o.scalar(4, _U32)                # inputs 10, outputs 12, location 14
+        op_name = OP_NAMES.get(code, f"op code {code}")
+        inputs, outputs = o.strings(10), o.strings(12)
         location = ""
-        if hasattr(o, "Location") and o.Location() is not None and o.Location().Text():
-            location = o.Location().Text().decode()
+        where = o.table(14)                     # OpLocation: text 4
+        if where is not None and where.string(4):
+            location = where.string(4).decode()
         for name in inputs + outputs:
             if name not in tensors:
                 raise ModelError(f"operator #{i} {op_name} names tensor '{name}', which the block "
@@ -195,8 +263,7 @@ def _read_block(block, source: str) -> Graph:
         if op_name == "CONST_SHAPE" and outputs and tensors[outputs[0]].data is None \
                 and tensors[outputs[0]].shape == (0,):
             tensors[outputs[0]].data = np.zeros(0, np.int64)   # the empty shape_t has no bytes
-    graph_inputs = [block.Inputs(j).decode() for j in range(block.InputsLength())]
-    graph_outputs = [block.Outputs(j).decode() for j in range(block.OutputsLength())]
+    graph_inputs, graph_outputs = block.strings(10), block.strings(12)
     for name in graph_inputs + graph_outputs:
         if name not in tensors:
             raise ModelError(f"graph input/output '{name}' is not a tensor of the block")
@@ -211,16 +278,17 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
     if len(buf) < 8 or not TosaGraph.TosaGraphBufferHasIdentifier(buf, 0):
         raise ModelError(f"{source}: not a TOSA flatbuffer (file identifier 'TOSA' missing)")
     try:
-        fb = TosaGraph.GetRootAs(buf, 0)
-        v = fb.Version()
-        version = (v._Major(), v._Minor(), v._Patch()) if v is not None else (0, 0, 0)
-        draft = bool(v._Draft()) if v is not None else False
+        fb = _Table(buf, _U32(buf, 0)[0])       # TosaGraph: version 4, regions 6
+        v = fb.table(4)                         # Version: major 4, minor 6, patch 8, draft 10
+        version = tuple(v.scalar(slot, _I32, -1) for slot in (4, 6, 8)) if v is not None \
+            else (0, 0, 0)
+        draft = bool(v.scalar(10, _U8, True)) if v is not None else False
         regions = {}
-        for r in range(fb.RegionsLength()):
-            region = fb.Regions(r)
-            if region.BlocksLength() < 1:
-                raise ModelError(f"region '{region.Name().decode()}' has no basic block")
-            regions[region.Name().decode()] = _read_block(region.Blocks(0), source)
+        for region in fb.tables(6):             # TosaRegion: name 4, blocks 6
+            blocks = region.tables(6)
+            if not blocks:
+                raise ModelError(f"region '{region.string(4).decode()}' has no basic block")
+            regions[region.string(4).decode()] = _read_block(blocks[0], source)
     except ModelError as exc:
         raise ModelError(f"{source}: {exc}") from None
     except UnsupportedError as exc:   # a well-formed file beyond PRO-INT is not corrupt
