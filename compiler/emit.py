@@ -257,10 +257,10 @@ class Emitter:
         place = [0] * len(order)
         for p, i in enumerate(order):
             place[i] = p
-        out = []
+        out, renumber = [], place.__getitem__
         for p, i in enumerate(order):
             cmd = self.commands[i]
-            cmd.id, cmd.deps = p, tuple(place[d] for d in cmd.deps)
+            cmd.id, cmd.deps = p, tuple(map(renumber, cmd.deps))
             out.append(cmd)
         self.commands, self.rank = out, list(range(len(out)))
         return out

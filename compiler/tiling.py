@@ -174,11 +174,12 @@ def _merge(space: TileSpace, parts: list[tuple[int, float]]):
 
 def _operand_boxes(opnd: Operand, tiles) -> tuple[int, float]:
     """(largest buffer bytes, largest burst factor) of an operand's boxes over `tiles`:
-    box_bytes() and burst_factor() in one pass over each distinct box."""
+    box_bytes() and burst_factor() in one pass over each box."""
     nbytes, factor = 0, 1.0
     itemsize, shape = opnd.itemsize, opnd.shape
     rank = len(shape)
-    for box in set(map(opnd.box, tiles)):
+    for tile in tiles:
+        box = opnd.box(tile)
         if len(box) != rank:                # (burst_factor() pairs the trailing dims only)
             nbytes = max(nbytes, box_bytes(box, itemsize))
             factor = max(factor, burst_factor(box, shape, itemsize))
@@ -272,13 +273,21 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
            for o in space.inputs if not o.on_chip]
     out = space.output
     stream = counts[space.stream] if space.stream else 0
+    # What does not depend on the order: the buffers' bytes (shared by the plans, read only)
+    # and the output's stores.
+    buffer_bytes = {role: nbytes for role, nbytes, _, _ in ins}
+    if not out.on_chip:
+        buffer_bytes[out.role] = out_bytes
+        out_count = 2 if n_out > 1 else 1
+        out_cost = n_out * out_bytes * out.cost_per_byte * burst["<out>"]
+        out_padding = n_out * out_bytes * out.cost_per_byte * (burst["<out>"] - 1)
     plans = []
     for order, positions in orders:
         prefix, n = [], 1                   # iterations of the loops down to each position
         for d in order:
             n *= counts[d]
             prefix.append(n)
-        buffers, buffer_bytes, working, cost, padding = {}, {}, 0, 0.0, 0.0
+        buffers, working, cost, padding = {}, 0, 0.0, 0.0
         for (role, nbytes, per_byte, factor), dims in zip(ins, positions):
             loads = 1
             for i, d in dims:
@@ -286,17 +295,15 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
                     loads = prefix[i]
                     break
             buffers[role] = count = 2 if loads > 1 else 1
-            buffer_bytes[role] = nbytes
             working += count * nbytes
             moved = loads * nbytes * per_byte
             cost += moved * factor
             padding += moved * (factor - 1)
         if not out.on_chip:
-            buffers[out.role] = 2 if n_out > 1 else 1
-            buffer_bytes[out.role] = out_bytes
-            working += buffers[out.role] * out_bytes
-            cost += n_out * out_bytes * out.cost_per_byte * burst["<out>"]
-            padding += n_out * out_bytes * out.cost_per_byte * (burst["<out>"] - 1)
+            buffers[out.role] = out_count
+            working += out_count * out_bytes
+            cost += out_cost
+            padding += out_padding
         working += acc_bytes
         # Estimated time of a double-buffered pipeline: the slower of compute and transfer,
         # plus the part that cannot overlap (the first tile's loads, the last tile's compute
