@@ -8,9 +8,9 @@ operator uses them, so adding a float type to an operator never means adding a s
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 
@@ -20,15 +20,16 @@ class DType:
 
     name: str                  # TOSA name, lower case ("int8", "bf16"); "shape" is shape_t
     code: int                  # .npub encoding code
-    storage: np.dtype          # numpy type of one element in memory
+    itemsize: int              # bytes of one element in memory
     kind: str                  # "bool" | "int" | "float" | "shape"
     bits: int                  # the TOSA width (int4: 4, int48: 48), not the storage width
     exponent_bits: int = 0     # floats: the format (fp8e4m3: 4 and 3)
     mantissa_bits: int = 0
 
     @property
-    def itemsize(self) -> int:
-        return self.storage.itemsize
+    def storage(self) -> np.dtype:
+        """The numpy type of one element in memory."""
+        return STORAGE[self.name]
 
     @property
     def min(self) -> int:
@@ -40,8 +41,19 @@ class DType:
         return (1 << (self.bits - 1)) - 1 if self.kind in ("int", "shape") else 1
 
 
+# The float types numpy lacks: their ml_dtypes names and sizes.
+_ML_DTYPES = {"bf16": ("bfloat16", 2), "fp8e4m3": ("float8_e4m3fn", 1),
+              "fp8e5m2": ("float8_e5m2", 1)}
+_STORAGE: dict[str, np.dtype] = {}
+
+
 def _row(name, code, storage, kind, bits, exponent=0, mantissa=0) -> DType:
-    return DType(name, code, np.dtype(storage), kind, bits, exponent, mantissa)
+    if storage is None:
+        itemsize = _ML_DTYPES[name][1]
+    else:
+        _STORAGE[name] = np.dtype(storage)
+        itemsize = _STORAGE[name].itemsize
+    return DType(name, code, itemsize, kind, bits, exponent, mantissa)
 
 
 DTYPES: dict[str, DType] = {d.name: d for d in (
@@ -55,15 +67,36 @@ DTYPES: dict[str, DType] = {d.name: d for d in (
     _row("shape", 7, np.int64, "shape", 64),
     _row("fp32", 8, np.float32, "float", 32, 8, 23),
     _row("fp16", 9, np.float16, "float", 16, 5, 10),
-    _row("bf16", 10, ml_dtypes.bfloat16, "float", 16, 8, 7),
-    _row("fp8e4m3", 11, ml_dtypes.float8_e4m3fn, "float", 8, 4, 3),   # TOSA: no infinities
-    _row("fp8e5m2", 12, ml_dtypes.float8_e5m2, "float", 8, 5, 2),
+    _row("bf16", 10, None, "float", 16, 8, 7),            # ml_dtypes' (_ML_DTYPES)
+    _row("fp8e4m3", 11, None, "float", 8, 4, 3),          # TOSA: no infinities
+    _row("fp8e5m2", 12, None, "float", 8, 5, 2),
 )}
 
 BY_CODE: dict[int, DType] = {d.code: d for d in DTYPES.values()}
 
-# name -> numpy storage dtype, for the many places that only need that.
-STORAGE: dict[str, np.dtype] = {name: d.storage for name, d in DTYPES.items()}
+
+class _Storage(dict):
+    """name -> numpy storage dtype, for the many places that only need that. The float types
+    numpy lacks are ml_dtypes', imported at the first lookup of one (its import was a
+    twentieth of a small integer network's cached run, which never needs it). Lookups,
+    membership and get() see every type; iterating sees only those looked up."""
+
+    def __missing__(self, name: str) -> np.dtype:
+        if name not in _ML_DTYPES:
+            raise KeyError(name)
+        import ml_dtypes
+        for n, (attr, _) in _ML_DTYPES.items():
+            self[n] = np.dtype(getattr(ml_dtypes, attr))
+        return self[name]
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, name) or name in _ML_DTYPES
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+
+STORAGE: dict[str, np.dtype] = _Storage(_STORAGE)
 ITEMSIZE: dict[str, int] = {name: d.itemsize for name, d in DTYPES.items()}
 
 
@@ -100,9 +133,10 @@ def as_storage(array: np.ndarray, dtype: str) -> np.ndarray:
 def as_npy(array: np.ndarray) -> np.ndarray:
     """A storage array in the form .npy files carry it (the reference model's)."""
     array = np.asarray(array)
-    for name, forms in NPY_FORMS.items():
-        if array.dtype == STORAGE[name]:
-            return np.ascontiguousarray(array).view(forms[0]).reshape(array.shape)
+    if "ml_dtypes" in sys.modules:         # else no array holds one of its types
+        for name, forms in NPY_FORMS.items():
+            if array.dtype == STORAGE[name]:
+                return np.ascontiguousarray(array).view(forms[0]).reshape(array.shape)
     return array
 
 

@@ -225,6 +225,8 @@ def _decode_commands(data: bytes):
     # decoded before decode to the same attributes
     blocks: dict[str, list[tuple[bytes, dict]]] = {}
     size = len(buf)
+    # Commands get the attributes their dataclass __init__ would set (they have no
+    # __post_init__; tests/test_robust_program.py checks both), without its keyword call.
     new = object.__new__
     commands = []
     for _ in range(n):
@@ -253,8 +255,10 @@ def _decode_commands(data: bytes):
         elif kind == _KIND_FILL:
             ch, value = _struct("Bq").unpack_from(buf, pos)
             dst, pos = _view_at(buf, pos + 9, seen)
-            commands.append(DmaFill(id=cid, deps=deps, layer=layer, channel=ch, value=value,
-                                    dst=dst))
+            command = new(DmaFill)
+            command.__dict__ = {"id": cid, "deps": deps, "layer": layer, "channel": ch,
+                                "dst": dst, "value": value}
+            commands.append(command)
         elif kind == _KIND_COMPUTE:
             unit = buf[pos]
             op = strings[u32.unpack_from(buf, pos + 1)[0]]
@@ -298,8 +302,9 @@ def _decode_commands(data: bytes):
                         attrs[name], pos = _value_at(buf, pos + 4, strings)
                 recent.insert(0, (buf[start:pos], dict(attrs)))
                 del recent[_RECENT_BLOCKS:]
-            cmd = Compute(id=cid, deps=deps, layer=layer, unit=_UNITS[unit], op=op,
-                          inputs=groups[0], outputs=groups[1], attrs=attrs)
+            cmd = new(Compute)
+            cmd.__dict__ = {"id": cid, "deps": deps, "layer": layer, "unit": _UNITS[unit],
+                            "op": op, "inputs": groups[0], "outputs": groups[1], "attrs": attrs}
             signature = (unit, op, *groups[0], None, *groups[1])
             if signature not in checked:           # check() reads only these
                 check(cmd)

@@ -1,5 +1,6 @@
 """Compiled programs and the CLI under abuse: checksums, versions, structural validation before
 anything runs, arguments and files refused in one line with their precise cause."""
+import dataclasses
 import io
 import json
 import os
@@ -13,6 +14,7 @@ import pytest
 
 from npu_sim import api
 from npu_sim.cli import main
+from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, dense
 from npu_sim.isa.encoding import VERSION, decode, encode
 from npu_sim.isa.errors import DoesNotFitError, ProgramError
 from npu_sim.verify import verify
@@ -135,6 +137,22 @@ def test_structural_validation(program, tmp_path, name):
 
 def test_valid_programs_verify(program):
     verify(decode(encode(program)), api.load_config("edge-256").dma.channels)
+
+
+def test_decoded_commands_are_what_their_constructors_make(program):
+    """Decoding sets a command's attributes without calling its dataclass __init__: they must
+    be the same attributes, in the same order, and no __post_init__ may be skipped."""
+    fill = DmaFill(id=len(program.commands), deps=(0,), layer=0, channel=1, value=-3,
+                   dst=dense(0, 64, (2, 8), "int8"))
+    program = dataclasses.replace(program, commands=[*program.commands, fill])
+    decoded = decode(encode(program)).commands
+    assert {type(c) for c in decoded} == {DmaCopy, DmaFill, Compute}
+    for cls in (DmaCopy, DmaFill, Compute):
+        assert not hasattr(cls, "__post_init__")
+    for c in decoded:
+        made = type(c)(**vars(c))
+        assert vars(made) == vars(c) and list(vars(made)) == list(vars(c))
+    assert decoded == program.commands
 
 
 # --- the CLI, in process -------------------------------------------------------------------

@@ -12,16 +12,26 @@ NaN inputs give NaN results; MAXIMUM, MINIMUM and CLAMP follow their nan_mode.
 from __future__ import annotations
 
 import math
+import sys
+from functools import cache
 
-import ml_dtypes
 import numpy as np
 
-FLOAT_STORAGE = frozenset(np.dtype(t) for t in (np.float32, np.float16, ml_dtypes.bfloat16,
-                                                ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2))
+from npu_sim.isa.dtypes import STORAGE
+
+_NUMPY_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float16)))
+
+
+@cache
+def _ml_floats() -> frozenset:
+    return frozenset(STORAGE[t] for t in ("bf16", "fp8e4m3", "fp8e5m2"))
 
 
 def is_float(dtype) -> bool:
-    return np.dtype(dtype) in FLOAT_STORAGE
+    """Whether `dtype` is a float storage type (ml_dtypes' are possible only once it is
+    imported: isa.dtypes imports it when first asked for one)."""
+    dtype = np.dtype(dtype)
+    return dtype in _NUMPY_FLOATS or ("ml_dtypes" in sys.modules and dtype in _ml_floats())
 
 
 def wide(x) -> np.ndarray:
