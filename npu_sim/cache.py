@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
@@ -101,6 +100,7 @@ def store(k: str, program) -> None:
 
 def _write(path: Path, data: bytes) -> None:
     """Write `path` whole or not at all (a temporary file moved into place)."""
+    import tempfile                      # only here: a cached run writes nothing
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")

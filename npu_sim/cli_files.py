@@ -4,8 +4,6 @@ written all or nothing, and paths whose failures name their cause (a symlink loo
 from __future__ import annotations
 
 import os
-import tempfile
-import zipfile
 from pathlib import Path
 
 from npu_sim.isa.errors import InputError, ModelError
@@ -88,6 +86,8 @@ def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
 def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
     """Variables saved by an earlier `run --state`; none yet means the initial values. Every
     member's header is checked against the program's variables before its data is read."""
+    import zipfile                       # only here: a run without --state never needs it
+
     from numpy.lib import format as npy_format
 
     from npu_sim.isa.dtypes import as_storage
@@ -133,6 +133,7 @@ class Staged:
         final = Path(final)
         if final.is_dir():
             raise InputError(f"{final}: is a directory, expected a file to write")
+        import tempfile                  # only here: a timing-only run may write nothing
         fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
         os.close(fd)
         self.items.append((Path(tmp), final))
