@@ -369,21 +369,21 @@ def _stage_tables(m, s, b, zp: int, double_round: bool):
     if cmax >= 1 << 63:
         return None
     b32 = None if b is None else b.astype(np.int32)
-    n = max(len(ml), len(sl), len(bl))
-    ml, sl, bl = ([v[i % len(v)] for i in range(n)] for v in (ml, sl, bl))
-    c0l = [(2 * zp + 1) << (si - 1) for si in sl]
-    cl = [bi * mi + ci for bi, mi, ci in zip(bl, ml, c0l)]
-    mnl = [mi << (smax - si) for mi, si in zip(ml, sl)]
-    cnl = [ci << (smax - si) for ci, si in zip(cl, sl)]
-    mnmax, cnmax = max(mnl), max(max(cnl), -min(cnl))
-    if n == 1:                                          # one scale: Python ints
-        return _Tables(ml[0], cl[0], c0l[0], b32, sl[0], mmax, bmax, cmax, c0max, mnl[0],
-                       cnl[0], smax, mnmax, cnmax)
-    big = mnmax >= 1 << 63 or cnmax >= 1 << 63          # never used then: keep int64 valid
-    return _Tables(np.array(ml, np.int64), np.array(cl, np.int64), np.array(c0l, np.int64), b32,
-                   np.array(sl, np.int64), mmax, bmax, cmax, c0max,
-                   None if big else np.array(mnl, np.int64),
-                   None if big else np.array(cnl, np.int64), smax, mnmax, cnmax)
+    if len(ml) == len(sl) == len(bl) == 1:              # one scale: Python ints
+        c0 = (2 * zp + 1) << (sl[0] - 1)
+        c = bl[0] * ml[0] + c0
+        return _Tables(ml[0], c, c0, b32, sl[0], mmax, bmax, cmax, c0max, ml[0], c, sl[0],
+                       mmax, abs(c))
+    m, s = m.astype(np.int64), s.astype(np.int64)
+    c0 = np.left_shift(np.int64(2 * zp + 1), s - 1)
+    c = c0 if b is None else c0 + b.astype(np.int64) * m      # |c| <= cmax < 2^63: exact
+    grow = smax - min(sl)
+    if mmax << grow >= 1 << 63 or cmax << grow >= 1 << 63:   # one shift would not fit int64
+        return _Tables(m, c, c0, b32, s, mmax, bmax, cmax, c0max, None, None, smax, 1 << 63,
+                       1 << 63)
+    mn, cn = m << (smax - s), c << (smax - s)
+    return _Tables(m, c, c0, b32, s, mmax, bmax, cmax, c0max, mn, cn, smax, int(mn.max()),
+                   int(np.abs(cn).max()))
 
 
 def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:
