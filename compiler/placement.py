@@ -238,8 +238,9 @@ class Placement:
             out = g.tensors[step.output]
             # Not over a cascaded conv's input: its boxes reach into other tiles' (a halo),
             # and each channel slice of the chain reads them again.
-            fed = set(step.producer.inputs) if step.producer else set()
-            for name in dict.fromkeys(n for n in step.inputs if n not in fed):
+            # Compared by root, so an alias of that input (a RESHAPE) counts as the input.
+            fed = {self.root(n) for n in step.producer.inputs} if step.producer else set()
+            for name in dict.fromkeys(n for n in step.inputs if self.root(n) not in fed):
                 t = g.tensors[name]
                 if (self.root(name) == name and name not in pinned and not t.is_const
                         and not t.variable and last_use.get(name) == i and t.shape == out.shape

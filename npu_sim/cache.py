@@ -2,7 +2,9 @@
 
 Users rerun the same model on the same config many times (inputs, reports, sweeps over
 run-time options); compiling is then skipped. The key includes a hash of the compiler's and the
-ISA's source, so a changed compiler never reuses an old program. NPU_SIM_CACHE=off disables it;
+ISA's source, so a changed compiler does not reuse an old program. That hash is kept by the
+files' sizes and modification times, so an edit that restores both (or a copy with normalised
+times) is not seen (clear the cache then). NPU_SIM_CACHE=off disables it;
 NPU_SIM_CACHE=DIR moves it (default ~/.cache/npu-sim).
 """
 from __future__ import annotations

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import tosa_serializer as ts
 
 from npu_sim.api import compile_model, simulate
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.errors import DoesNotFitError
 from oracle import DType, GraphBuilder
 from ops_sim_support import (  # noqa: F401  (cfg is the parametrised config fixture)
-    cfg, check, const, conv_attr, get_config, mac_stage, rand, rescale, scalar, stage_params)
+    cfg, check, const, conv_attr, get_config, mac_stage, rand, rescale, scalar, shape_const,
+    stage_params)
 
 CASES = [
     # (n, h, w, ic, c, k, stride, pad, shortcut, per-channel output rescale, fused on).
@@ -119,6 +121,51 @@ def test_sum_is_not_written_over_the_cascaded_convs_input():
     program = compile_model(load_bytes(g.serialize()), tight)
     assert [layer.ops for layer in program.layers] == [
         conv, conv + ["RESCALE", "RESCALE", "ADD", "RESCALE"], conv]
+    got = simulate(program, tight, inputs=dict(g.input_values)).outputs
+    expected = g.run()
+    assert all(np.array_equal(np.asarray(got[n]), expected[n]) for n in g.output_names)
+    with pytest.raises(DoesNotFitError, match="does not fit in dram"):
+        compile_model(load_bytes(g.serialize()),
+                      tight.with_overrides({"memories.dram.size": "8 KiB"}))
+
+
+def test_sum_is_not_written_over_an_alias_of_the_cascaded_convs_input():
+    """The same guard when the cascaded conv reads its input x through a RESHAPE while the add
+    reads x itself: the alias is the same buffer, so the sum may not be written over x. 10 KiB
+    of DRAM holds x beside the sum (bit-exact, cascaded); 8 KiB would only by writing over x
+    while later tiles still read it through the alias, which is refused."""
+    rng = np.random.default_rng(5500)
+    shape, ic = (1, 24, 24, 8), 4
+    g = GraphBuilder()
+    x0 = g.tensor((1, 24, 24, ic), DType.INT8, rand(rng, DType.INT8, (1, 24, 24, ic)))
+    acc0 = g.intermediate(shape, DType.INT32)
+    g.op("CONV2D", [x0, const(g, rand(rng, DType.INT8, (8, 1, 1, ic)), DType.INT8),
+                    const(g, np.zeros(8, np.int32), DType.INT32), scalar(g, 3, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc0], conv_attr((0,) * 4, (1, 1), (1, 1)))
+    x = mac_stage(g, rng, acc0, np.array([4000]), shape, mode="rescale", output=False)
+    alias = g.intermediate((1, 12, 48, 8), DType.INT8)
+    g.op("RESHAPE", [x, shape_const(g, [1, 12, 48, 8])], [alias])
+    acc = g.intermediate(shape, DType.INT32)   # 3x3, stride (1, 2): back to 24x24
+    g.op("CONV2D", [alias, const(g, rand(rng, DType.INT8, (8, 3, 3, 8)), DType.INT8),
+                    const(g, rng.integers(-2000, 2000, 8).astype(np.int32), DType.INT32),
+                    scalar(g, 3, DType.INT8), scalar(g, 0, DType.INT8)], [acc],
+         conv_attr((7, 7, 1, 0), (1, 2), (1, 1)))
+    mid = mac_stage(g, rng, acc, np.array([20000]), shape, mode="rescale", output=False)
+    lhs = _add_stage(g, rng, mid, shape, DType.INT8, 0, 28)
+    rhs = _add_stage(g, rng, x, shape, DType.INT8, 5, 27)
+    total = g.intermediate(shape, DType.INT32)
+    g.op("ADD", [lhs, rhs], [total])
+    mult, shifts = stage_params(rng, 100_000_000, 1)
+    block = rescale(g, total, shape, DType.INT32, DType.INT8, mult, shifts, 0, 7, output=False)
+    out = g.output((1, 12, 12, 8), DType.INT8)
+    pool = ts.TosaSerializerAttribute()
+    pool.MaxPool2dAttribute([2, 2], [2, 2], [0, 0, 0, 0], ts.NanPropagationMode.PROPAGATE)
+    g.op("MAX_POOL2D", [block], [out], pool)
+    tight = get_config("default").with_overrides({"sram.size": "8 KiB",
+                                                  "memories.dram.size": "10 KiB"})
+    program = compile_model(load_bytes(g.serialize()), tight)
+    assert ["CONV2D", "RESCALE", "RESCALE", "RESCALE", "ADD", "RESCALE"] in [
+        layer.ops for layer in program.layers]
     got = simulate(program, tight, inputs=dict(g.input_values)).outputs
     expected = g.run()
     assert all(np.array_equal(np.asarray(got[n]), expected[n]) for n in g.output_names)

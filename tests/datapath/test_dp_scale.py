@@ -265,6 +265,19 @@ def test_output_stage_wraps_wide_sums_without_bias():
         np.testing.assert_array_equal(got, [[-32768, 32767, 32767]])
 
 
+def test_output_stage_zero_sums_with_shifts_far_apart():
+    """Per-channel shifts too far apart for one shared shift, on all-zero wide sums (a conv
+    tile whose input is all the zero point): the bound of 0 must not take the one-shift path
+    that does not exist for these tables (this once raised a numpy type error)."""
+    m, s = np.array([2 ** 31 - 1, 2 ** 30], np.int32), np.array([10, 50], np.int32)
+    for adt in (np.int64, np.float64):
+        acc = np.zeros((2, 2), adt)
+        got = dp.output_stage(acc, multiplier=m, shift=s, out_dtype=np.int8, output_zp=3)
+        want = _py_stage(acc.astype(np.int64), np.zeros(2, np.int32), m, s, 3, -128, 127, False)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, [[3, 3], [3, 3]])
+
+
 def test_output_stage_reads_new_tables_each_time():
     """The stage's constants are kept by the tables' bytes: new values written into the same
     arrays (a layer's tables staged over the last one's) give the new result."""
