@@ -83,6 +83,22 @@ def test_conv_into_residual_add(case, cfg):
           layers=first + ([conv + add] if cfg in fused_on else [conv, add]))
 
 
+def _fits_only_beside_the_sum(g):
+    """Compile `g` on 8 KiB of SRAM and 10 KiB of DRAM (which holds the block's input beside
+    the sum) and check it bit-exact; check 8 KiB of DRAM, where it would fit only by writing
+    the sum over that input, is refused. Returns the 10 KiB program."""
+    tight = get_config("default").with_overrides({"sram.size": "8 KiB",
+                                                  "memories.dram.size": "10 KiB"})
+    program = compile_model(load_bytes(g.serialize()), tight)
+    got = simulate(program, tight, inputs=dict(g.input_values)).outputs
+    expected = g.run()
+    assert all(np.array_equal(np.asarray(got[n]), expected[n]) for n in g.output_names)
+    with pytest.raises(DoesNotFitError, match="does not fit in dram"):
+        compile_model(load_bytes(g.serialize()),
+                      tight.with_overrides({"memories.dram.size": "8 KiB"}))
+    return program
+
+
 def test_sum_is_not_written_over_the_cascaded_convs_input():
     """When the feature maps do not fit, a chain's output may be written over an input it
     reads last, box over the same box; never over its cascaded conv's input, whose boxes
@@ -116,17 +132,9 @@ def test_sum_is_not_written_over_the_cascaded_convs_input():
                     scalar(g, 0, DType.INT8)], [acc], conv_attr((0,) * 4, (1, 1), (1, 1)))
     mac_stage(g, rng, acc, np.array([8 * 256 * 256]), (1, 24, 24, 2), mode="rescale")
     conv = ["CONV2D", "RESCALE"]
-    tight = get_config("default").with_overrides({"sram.size": "8 KiB",
-                                                  "memories.dram.size": "10 KiB"})
-    program = compile_model(load_bytes(g.serialize()), tight)
+    program = _fits_only_beside_the_sum(g)
     assert [layer.ops for layer in program.layers] == [
         conv, conv + ["RESCALE", "RESCALE", "ADD", "RESCALE"], conv]
-    got = simulate(program, tight, inputs=dict(g.input_values)).outputs
-    expected = g.run()
-    assert all(np.array_equal(np.asarray(got[n]), expected[n]) for n in g.output_names)
-    with pytest.raises(DoesNotFitError, match="does not fit in dram"):
-        compile_model(load_bytes(g.serialize()),
-                      tight.with_overrides({"memories.dram.size": "8 KiB"}))
 
 
 def test_sum_is_not_written_over_an_alias_of_the_cascaded_convs_input():
@@ -161,14 +169,6 @@ def test_sum_is_not_written_over_an_alias_of_the_cascaded_convs_input():
     pool = ts.TosaSerializerAttribute()
     pool.MaxPool2dAttribute([2, 2], [2, 2], [0, 0, 0, 0], ts.NanPropagationMode.PROPAGATE)
     g.op("MAX_POOL2D", [block], [out], pool)
-    tight = get_config("default").with_overrides({"sram.size": "8 KiB",
-                                                  "memories.dram.size": "10 KiB"})
-    program = compile_model(load_bytes(g.serialize()), tight)
+    program = _fits_only_beside_the_sum(g)
     assert ["CONV2D", "RESCALE", "RESCALE", "RESCALE", "ADD", "RESCALE"] in [
         layer.ops for layer in program.layers]
-    got = simulate(program, tight, inputs=dict(g.input_values)).outputs
-    expected = g.run()
-    assert all(np.array_equal(np.asarray(got[n]), expected[n]) for n in g.output_names)
-    with pytest.raises(DoesNotFitError, match="does not fit in dram"):
-        compile_model(load_bytes(g.serialize()),
-                      tight.with_overrides({"memories.dram.size": "8 KiB"}))
