@@ -47,6 +47,8 @@ def _simpy_core():
     lookup of anything but its submodules, so `import simpy` elsewhere still gets all of it."""
     if "simpy" not in sys.modules:
         spec = importlib.util.find_spec("simpy")
+        if spec is None:    # a broken install: say what is missing, as `import simpy` would
+            raise ModuleNotFoundError("No module named 'simpy'", name="simpy")
         package = importlib.util.module_from_spec(spec)
 
         def load_all(name: str):

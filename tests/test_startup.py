@@ -26,3 +26,25 @@ def test_a_run_imports_neither_importlib_metadata_nor_ml_dtypes():
     out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+MISSING_SIMPY = """
+import sys
+class Hide:     # every finder finds nothing named simpy, as on a machine without it
+    def __init__(self, finder):
+        self.finder = finder
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] != "simpy":
+            return self.finder.find_spec(name, path, target)
+sys.meta_path[:] = [Hide(finder) for finder in sys.meta_path]
+try:
+    import npu_sim.simulator
+except ModuleNotFoundError as e:
+    print(e.name)
+"""
+
+
+def test_a_missing_simpy_is_named_as_import_simpy_would():
+    out = subprocess.run([sys.executable, "-c", MISSING_SIMPY], capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.strip() == "simpy", out.stderr
