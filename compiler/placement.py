@@ -43,12 +43,32 @@ class Placement:
             if step.kind == "alias":
                 src = step.main.inputs[0]
                 self.alias[step.output] = self.alias.get(src, src)
-        self.loc: dict[str, Location] = {}
-        self.virtual = _view_moves(graph, steps, self.alias)
+        self.virtual, origin, computed = _view_moves(graph, steps, self.alias)
         self.onchip_size = onchip_size
         self.resident_size = resident_size
         self.staged: dict[str, int] = {}      # constant -> address of its on-chip copy
         self.prefixes: dict[str, tuple[int, int]] = {}   # constant -> (address, leading rows)
+        while True:
+            self._place_all(steps, memory_sizes)
+            # A compute step reads a view in place only on chip: from external memory each
+            # tile's load would gather short runs (a transposed K from DRAM, a burst a byte).
+            # The views of a tensor that did not stay on chip become moves again.
+            off = {origin[r] for r in computed
+                   if getattr(self.loc.get(origin[r]), "mem", None) != ONCHIP}
+            if not off:
+                break
+            dropped = {r for r in computed if origin[r] in off}
+            for r in list(self.virtual):      # in step order: views of those views too
+                if r in dropped or self.root(self.virtual[r][0]) in dropped:
+                    dropped.add(r)
+                    del self.virtual[r]
+            computed -= dropped
+        self.workspaces: list[tuple[int, int]] = []
+        self._update_workspaces(len(steps))
+        self._views: dict[tuple, TensorView] = {}    # view() of whole tensors, until stage()
+
+    def _place_all(self, steps, memory_sizes):
+        self.loc: dict[str, Location] = {}
         try:
             self._place(steps, memory_sizes, in_place=False)
         except DoesNotFitError:
@@ -56,9 +76,6 @@ class Placement:
             # read last, which needs less memory at the peak (ResNet-50's residual adds).
             self.loc = {}
             self._place(steps, memory_sizes, in_place=True)
-        self.workspaces: list[tuple[int, int]] = []
-        self._update_workspaces(len(steps))
-        self._views: dict[tuple, TensorView] = {}    # view() of whole tensors, until stage()
 
     def _update_workspaces(self, n_steps: int):
         """Each step tiles in whatever the resident tensors alive during it leave free."""
@@ -252,9 +269,8 @@ class Placement:
         return share
 
     def on_chip(self, name: str) -> bool:
-        root = self.root(name)
-        loc = self.loc.get(root)
-        return root in self.staged or (loc is not None and loc.mem == ONCHIP)
+        loc = self.find(name)
+        return loc is not None and loc.mem == ONCHIP
 
     def location(self, name: str) -> Location:
         """Where readers find the tensor: its on-chip copy when it is staged."""
@@ -317,9 +333,17 @@ class Placement:
 
 
 # Data-movement steps that are views of their input: their result need not exist when only
-# other data-movement steps read it, which then read the composed view (one DMA, not two).
+# other data-movement steps read it, which then read the composed view (one DMA, not two), or
+# when MAC and vector steps read it from a tensor they produce among themselves (on chip),
+# whose commands then take the strided view as their operand, as the array's and the vector
+# unit's address generators step through any strides (the heads' q, k and v of a QKV GEMM).
 VIEW_MOVES = frozenset({"SLICE", "TRANSPOSE"})
 VIEW_READERS = frozenset({"SLICE", "TRANSPOSE", "CONCAT", "PAD", "TILE", "REVERSE"})
+COMPUTE_KINDS = frozenset({"mac", "vector"})
+# Bytes of the shortest contiguous run a compute step reads in place: the banks serve whole
+# 64-B words, so a gather of shorter runs (a transposed K, one byte a word) stays a move,
+# which pays for its words; a head's rows of q or v (16-64 B) cost the units no more cycles.
+MIN_COMPUTE_RUN = 16
 
 
 def _moved(src: TensorView, op, graph: Graph) -> TensorView:
@@ -370,30 +394,48 @@ def reshape_view(view: TensorView, shape) -> TensorView | None:
     return TensorView(view.mem, view.addr, tuple(shape), tuple(reversed(full)), view.dtype)
 
 
-def _view_moves(graph: Graph, steps, alias: dict[str, str]) -> dict[str, tuple]:
-    """Results of VIEW_MOVES steps read only by data-movement steps among VIEW_READERS, directly
-    or through reshapes a strided view can express: result -> (source, operator)."""
+def _view_moves(graph: Graph, steps, alias: dict[str, str]) -> tuple[dict, dict, set]:
+    """Results of VIEW_MOVES steps read only by data-movement steps among VIEW_READERS, or
+    only by MAC and vector steps when the move's (composed) source is made by one of them,
+    directly or through reshapes a strided view can express: (result -> (source, operator),
+    result -> the stored tensor it is a view of, the results compute steps read)."""
     pinned = {alias.get(n, n) for n in graph.inputs + graph.outputs}
     readers: dict[str, list] = {}
     names: dict[str, set] = {}
+    made_by: dict[str, str] = {}
     for step in (s for s in steps if s.kind != "alias"):    # a reshape's readers decide
+        made_by[step.output] = step.kind
         for name in step.inputs:
             readers.setdefault(alias.get(name, name), []).append(step)
             names.setdefault(alias.get(name, name), set()).add(name)
-    out = {}
+    out, probes, origin = {}, {}, {}      # result -> its view of a dense origin, that origin
+    computed_views = set()
     for step in steps:
         op = step.main
         if step.kind != "dma" or op.op not in VIEW_MOVES or op.is_variable_access \
                 or step.output in pinned or not readers.get(step.output):
             continue
-        if not all(r.kind == "dma" and r.main.op in VIEW_READERS and not r.main.is_variable_access
-                   for r in readers[step.output]):
+        src = alias.get(op.inputs[0], op.inputs[0])
+        base = origin.get(src, src)
+        moves = all(r.kind == "dma" and r.main.op in VIEW_READERS and not r.main.is_variable_access
+                    for r in readers[step.output])
+        computed = all(r.kind in COMPUTE_KINDS for r in readers[step.output]) and \
+            made_by.get(base) in COMPUTE_KINDS and base not in pinned
+        if not (moves or computed):
             continue
         t = graph.tensors[step.output]
-        if alias.get(op.inputs[0], op.inputs[0]) in out:
-            continue                      # a view of a view: its source is not dense
-        probe = _moved(dense(0, 0, graph.tensors[op.inputs[0]].shape, t.dtype), op, graph)
+        shape = graph.tensors[op.inputs[0]].shape
+        probe = dense(0, 0, shape, t.dtype) if src not in probes else \
+            reshape_view(probes[src], shape)
+        if probe is None:
+            continue
+        probe = _moved(probe, op, graph)
+        if not moves and probe.contiguous_run() < MIN_COMPUTE_RUN:
+            continue
         if all(reshape_view(probe, graph.tensors[n].shape) is not None
                for n in names[step.output] if n != step.output):
             out[step.output] = (op.inputs[0], op)
-    return out
+            probes[step.output], origin[step.output] = probe, base
+            if not moves:
+                computed_views.add(step.output)
+    return out, origin, computed_views
