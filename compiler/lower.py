@@ -140,6 +140,7 @@ class Lowering:
         out = space.output
         red = space.reduction
         current, loads, stores, pending = {}, {}, [0], None
+        held = []                             # the last tile's store, not yet emitted
 
         feeds = {role for o in space.inputs if o.produce for role in o.produce.operands.values()}
 
@@ -165,7 +166,7 @@ class Lowering:
                 outputs = {out.role: dense(ONCHIP, bufs[stores[0] % len(bufs)], shape, out.dtype)}
             self.em.compute(unit, opcode, inputs, outputs, {**attrs, **space.attrs(tile)})
             if last and not out.on_chip:
-                self.em.copy(outputs[out.role], self.p.view(out.tensor, box), self._channel("store"))
+                held.append((outputs[out.role], self.p.view(out.tensor, box)))
                 stores[0] += 1
 
         for tile in iterate_tiles(plan, space.dims):
@@ -185,10 +186,17 @@ class Lowering:
                     loads[opnd.role] = k + 1
                     current[opnd.role] = (box, dst)
                 views[opnd.role] = current[opnd.role][1]
+            # A DMA queue runs in order: the store of the tile before last goes after this
+            # tile's loads, which then need not wait for the last tile's compute.
+            for src, dst in held:
+                self.em.copy(src, dst, self._channel("store"))
+            held.clear()
             if pending is not None:       # prefetch: this tile's loads go before the last compute
                 emit(*pending)
             pending = (tile, views)
         emit(*pending)
+        for src, dst in held:
+            self.em.copy(src, dst, self._channel("store"))
         return plan.n_tiles
 
     def _load(self, opnd, box, dst: TensorView, previous, views: dict):
