@@ -183,7 +183,9 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
     preloads = plan_prefetch(graph, steps, placement, lowering)
     placement.widen_workspaces()
     layer_of, count = [], 0             # step index -> index of its layer (aliases have none)
-    emits = [step.kind != "alias" and step.output not in placement.virtual for step in steps]
+    filled = {target for target, _, _ in placement.written.values()}
+    emits = [step.kind != "alias" and step.output not in placement.virtual
+             and step.output not in filled for step in steps]
     for step, emitted in zip(steps, emits):
         layer_of.append(count)
         count += emitted

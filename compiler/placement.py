@@ -18,7 +18,7 @@ from npu_sim.isa.commands import ONCHIP, TensorView, dense
 from npu_sim.isa.errors import DoesNotFitError
 
 from .allocate import IntervalAllocator, align
-from .ir import Graph
+from .ir import Graph, itemsize
 from .steps import Step
 
 NPU_KINDS = {"mac", "vector", "dma"}
@@ -48,14 +48,20 @@ class Placement:
         self.resident_size = resident_size
         self.staged: dict[str, int] = {}      # constant -> address of its on-chip copy
         self.prefixes: dict[str, tuple[int, int]] = {}   # constant -> (address, leading rows)
+        refused: set[str] = set()
         while True:
+            self.written = {s: w for s, w in _written_moves(graph, steps, self.alias,
+                                                            self.virtual).items()
+                            if s not in refused}
             self._place_all(steps, memory_sizes)
             # A compute step reads a view in place only on chip: from external memory each
             # tile's load would gather short runs (a transposed K from DRAM, a burst a byte).
             # The views of a tensor that did not stay on chip become moves again.
             off = {origin[r] for r in computed
                    if getattr(self.loc.get(origin[r]), "mem", None) != ONCHIP}
-            if not off:
+            spilled = {s for s, (t, _, _) in self.written.items() if self.loc[t].mem != ONCHIP}
+            refused |= spilled
+            if not off and not spilled:
                 break
             dropped = {r for r in computed if origin[r] in off}
             for r in list(self.virtual):      # in step order: views of those views too
@@ -167,9 +173,10 @@ class Placement:
                         break
                     r = self.root(self.virtual[r][0])
             r = self.root(step.output)
+            r = self.written[r][0] if r in self.written else r   # made where it is moved to
             if step.kind != "alias" and r not in self.virtual:
-                producer_kind[r] = step.kind
-                first_def[r] = i
+                producer_kind.setdefault(r, step.kind)
+                first_def.setdefault(r, i)
         self._produced = set(first_def)
         end = len(steps)
         pinned = {self.root(n) for n in g.inputs + g.outputs}
@@ -210,7 +217,7 @@ class Placement:
         order = [n for n in g.inputs] + [self.root(s.output) for s in steps if s.kind != "alias"]
         order.sort(key=lambda n: -g.tensors[n].nbytes)
         for name in order:
-            if name in self.loc or name in self.virtual:
+            if name in self.loc or name in self.virtual or name in self.written:
                 continue
             t = g.tensors[name]
             first = first_def.get(name, -1)
@@ -250,7 +257,8 @@ class Placement:
         inputs). Output -> the input it overwrites."""
         g, share = self.graph, {}
         for i, step in enumerate(steps):
-            if step.kind != "vector" or not step.chain or step.output in pinned:
+            if step.kind != "vector" or not step.chain or step.output in pinned \
+                    or step.output in self.written:      # stored in its move's result
                 continue
             out = g.tensors[step.output]
             # Not over a cascaded conv's input: its boxes reach into other tiles' (a halo),
@@ -285,6 +293,8 @@ class Placement:
         root = self.root(name)
         while root in self.virtual:
             root = self.root(self.virtual[root][0])
+        if root in self.written:
+            root = self.written[root][0]
         if root in self.staged:
             return Location(ONCHIP, self.staged[root])
         return self.loc.get(root)
@@ -302,6 +312,11 @@ class Placement:
             if self.root(name) in self.virtual:
                 v = self._move_view(name)
                 full = TensorView(v.mem, v.addr, v.shape, v.strides, dtype or t.dtype)
+            elif name in self.written:
+                target, offset, strides = self.written[name]
+                v, size = self.view(target), itemsize(t.dtype)
+                full = TensorView(v.mem, v.addr + offset * size, t.shape,
+                                  tuple(st * size for st in strides), dtype or t.dtype)
             else:
                 loc = self.location(name)
                 full = dense(loc.mem, loc.addr, t.shape, dtype or t.dtype)
@@ -439,3 +454,102 @@ def _view_moves(graph: Graph, steps, alias: dict[str, str]) -> tuple[dict, dict,
             if not moves:
                 computed_views.add(step.output)
     return out, origin, computed_views
+
+
+# Data-movement steps whose whole input a MAC or vector step makes for them alone: that step
+# writes each element where the move would put it (its output address generator steps
+# through the strides), and the move emits nothing (the heads' outputs transposed or
+# concatenated back into tokens x channels).
+FILLED_MOVES = frozenset({"TRANSPOSE", "CONCAT"})
+
+
+def _written_moves(graph: Graph, steps, alias: dict[str, str],
+                   virtual: dict[str, tuple]) -> dict[str, tuple]:
+    """Tensors made by a MAC or vector step and read only by one TRANSPOSE or CONCAT (directly
+    or through view moves), which places each of their elements once: tensor -> (the move's
+    result, element offset, element strides) of the strided view it is written as."""
+    made_by = {s.output: s.kind for s in steps if s.kind != "alias"}
+    readers: dict[str, set] = {}
+    for i, step in enumerate(steps):
+        if step.kind == "alias" or step.output in virtual:
+            continue
+        for name in step.inputs:
+            r = alias.get(name, name)
+            while r in virtual:
+                r = alias.get(virtual[r][0], virtual[r][0])
+            readers.setdefault(r, set()).add(i)
+    pinned = {alias.get(n, n) for n in graph.inputs + graph.outputs}
+    out = {}
+    for i, step in enumerate(steps):
+        op = step.main
+        if step.kind != "dma" or op.op not in FILLED_MOVES or op.is_variable_access \
+                or step.output in pinned or step.output in virtual:
+            continue
+        views = [_origin_view(graph, alias, virtual, n) for n in op.inputs]
+        source = views[0][0]
+        if any(v is None or v[0] != source for v in views) or readers.get(source) != {i} \
+                or made_by.get(source) not in COMPUTE_KINDS or source in pinned:
+            continue
+        placed = _written_view(graph.tensors[source].shape, graph.tensors[step.output].shape,
+                               op, [v for _, v in views])
+        if placed is not None and _run(placed[1], graph.tensors[source].shape,
+                                       itemsize(graph.tensors[source].dtype)) >= MIN_COMPUTE_RUN:
+            out[source] = (step.output, *placed)
+    return out
+
+
+def _origin_view(graph: Graph, alias, virtual, name: str):
+    """(stored tensor, element view of it) that `name` is, through reshapes and view moves;
+    None when a reshape takes a copy."""
+    root = alias.get(name, name)
+    if root in virtual:
+        src, op = virtual[root]
+        inner = _origin_view(graph, alias, virtual, src)
+        if inner is None:
+            return None
+        base, view = inner[0], _moved(inner[1], op, graph)
+    else:
+        base, view = root, dense(0, 0, graph.tensors[root].shape, "int8")
+    view = reshape_view(view, graph.tensors[name].shape)
+    return None if view is None else (base, view)
+
+
+def _written_view(shape, out_shape, op, views) -> tuple[int, tuple] | None:
+    """(offset, strides) in elements of the move's output at which each element of a source
+    of `shape` lands, when the move (TRANSPOSE or CONCAT of element views of the source) puts
+    every source element once and the places form one strided view; else None."""
+    size = int(np.prod(shape, dtype=np.int64))
+    if int(np.prod(out_shape, dtype=np.int64)) != size or any(
+            st < 0 for v in views for st in v.strides):
+        return None
+    index = np.arange(size, dtype=np.int64)
+
+    def gather(v):
+        return np.lib.stride_tricks.as_strided(index[v.addr:], v.shape,
+                                               [st * index.itemsize for st in v.strides])
+    if op.op == "TRANSPOSE":
+        placed = gather(_moved(views[0], op, None))
+    else:
+        placed, offset, axis = np.empty(out_shape, np.int64), 0, op.attrs["axis"]
+        for v in views:
+            box = tuple(slice(offset, offset + n) if d == axis else slice(None)
+                        for d, n in enumerate(v.shape))
+            placed[box] = gather(v)
+            offset += v.shape[axis]
+    where = np.full(size, -1, np.int64)
+    where[placed.ravel()] = np.arange(size, dtype=np.int64)
+    if (where < 0).any():
+        return None                     # some element is placed twice, another never
+    where = where.reshape(shape)
+    strides = tuple(int(np.take(where, 1, axis=d).flat[0] - where.flat[0]) if n > 1 else 0
+                    for d, n in enumerate(shape))
+    grid = np.indices(shape, dtype=np.int64)
+    if not np.array_equal(where, where.flat[0] + np.tensordot(strides, grid, axes=1)):
+        return None
+    return int(where.flat[0]), strides
+
+
+def _run(strides, shape, itemsize: int) -> int:
+    """Bytes of the innermost contiguous run of a view with these element strides."""
+    return TensorView(0, 0, tuple(shape), tuple(st * itemsize for st in strides),
+                      "int8").contiguous_run() * itemsize
