@@ -15,6 +15,11 @@ A residual add is an elementwise chain reading a conv's output and the block's s
 layer1) is written out only for the chain to read it back. Cascaded, each tile of the chain
 has the array compute its box of the conv's output into the buffer, and the vector unit forms
 the sum from it and the shortcut's box: the conv's output crosses no memory port twice.
+
+A depthwise-separable block (MobileNetV2's first, DS-CNN's) filters with a depthwise conv and
+mixes the channels with a 1x1 conv: the depthwise output (112x112x32 = 401 KB in
+MobileNetV2-224) is computed inside the 1x1 conv's tiles instead, each tile's channel slice
+from the same slice of the depthwise input.
 """
 from __future__ import annotations
 
@@ -31,8 +36,27 @@ from .lowering.tensor_ops import conv_attrs
 from .steps import Step, stage_table_name
 from .tiling import Operand, Production
 
-# Windowed readers whose data input is an NHWC box of the tile's rows, columns and channels.
-READERS = ("DEPTHWISE_CONV2D", "MAX_POOL2D", "AVG_POOL2D")
+# Windowed readers whose data input is an NHWC box of the tile's rows, columns and channels
+# (a CONV2D reads a depthwise conv's output as a pointwise conv: see _depthwise_into).
+READERS = ("DEPTHWISE_CONV2D", "MAX_POOL2D", "AVG_POOL2D", "CONV2D")
+
+
+def _pointwise(graph: Graph, op) -> bool:
+    """A 1x1 CONV2D of stride 1 without padding."""
+    _, kh, kw, _ = graph.tensors[op.inputs[1]].shape
+    return (kh, kw) == (1, 1) and tuple(op.attrs["stride"]) == (1, 1) and not any(op.attrs["pad"])
+
+
+def _depthwise_into(graph: Graph, step: Step, reader: Step, resident: int) -> bool:
+    """A DEPTHWISE_CONV2D (one output channel per input channel) with its output stage fused,
+    read by a pointwise conv (a depthwise-separable block's two halves), whose output is too
+    large to stay on chip: computed tile by tile inside the pointwise conv, each tile's
+    channel slice of it from the same slice of its input, it never crosses the memory port
+    (written once and read back at least once otherwise)."""
+    t = graph.tensors
+    return (step.kind == "mac" and step.main.op == "DEPTHWISE_CONV2D" and step.rescale is not None
+            and step.producer is None and t[step.main.inputs[1]].shape[3] == 1
+            and _pointwise(graph, reader.main) and t[step.output].nbytes > resident)
 
 
 def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int) -> bool:
@@ -47,6 +71,8 @@ def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int
     the conv's input once per slice: while those extra reads move less than the round trip
     would). (Where no band fits, the tiles would split the channels below the array's width
     and reload the conv's input per slice, losing more than the round trip.)"""
+    if reader.main.op == "CONV2D":
+        return _depthwise_into(graph, step, reader, resident)
     if not (step.kind == "mac" and step.main.op == "CONV2D" and step.rescale is not None
             and step.producer is None):
         return False
@@ -124,7 +150,7 @@ def fuse_producers(graph: Graph, steps: list[Step], resident: int, room: int) ->
 
 def _footprint(graph: Graph, reader: Step) -> tuple[int, int, int, int]:
     """(kh, kw, sy, sx) of a reader's window (an elementwise chain's is one element)."""
-    if reader.chain:
+    if reader.chain or reader.main.op == "CONV2D":       # (a pointwise conv: _pointwise)
         return 1, 1, 1, 1
     op = reader.main
     kh, kw = op.attrs["kernel"] if "kernel" in op.attrs else graph.tensors[op.inputs[1]].shape[:2]
@@ -138,27 +164,38 @@ def cascade_space(step: Step, ctx: Context):
     g, producer = ctx.graph, step.producer
     src, weights = producer.main.inputs[0], producer.main.inputs[1]
     _, h, w, ic = g.tensors[src].shape
-    _, pkh, pkw, _ = g.tensors[weights].shape
+    depthwise = producer.main.op == "DEPTHWISE_CONV2D"
+    if depthwise:
+        pkh, pkw, _, _ = g.tensors[weights].shape
+    else:
+        _, pkh, pkw, _ = g.tensors[weights].shape
     win = Window(producer.main, h, w, pkh, pkw)
     at = next(i for i, o in enumerate(space.inputs) if o.tensor == producer.output)
     ifm = space.inputs[at]
     batch, rows_dim, cols_dim, chan = ifm.depends        # the reader's dims of the NHWC axes
 
     def source(box):
-        """The conv input's box and padding that compute `box` of its output."""
+        """The conv input's box and padding that compute `box` of its output (a depthwise
+        conv's channel slice from the same slice of its input, a conv's from all of it)."""
         t = {"oh": box[1], "ow": box[2]}
         rows, cols = win.rows(t), win.cols(t)
-        return (box[0], rows[:2], cols[:2], (0, ic)), (rows[2], rows[3], cols[2], cols[3])
+        return ((box[0], rows[:2], cols[:2], box[3] if depthwise else (0, ic)),
+                (rows[2], rows[3], cols[2], cols[3]))
 
-    feeds = [ctx.operand("src", src, (batch, rows_dim, cols_dim),
-                         lambda t: source(ifm.box(t))[0]),
-             ctx.operand("src_weights", weights, (chan,),
-                         lambda t: (ifm.box(t)[3], (0, pkh), (0, pkw), (0, ic))),
+    if depthwise:
+        src_dims, weight_box = (batch, rows_dim, cols_dim, chan), \
+            lambda t: ((0, pkh), (0, pkw), ifm.box(t)[3], (0, 1))
+    else:
+        src_dims, weight_box = (batch, rows_dim, cols_dim), \
+            lambda t: (ifm.box(t)[3], (0, pkh), (0, pkw), (0, ic))
+    feeds = [ctx.operand("src", src, src_dims, lambda t: source(ifm.box(t))[0]),
+             ctx.operand("src_weights", weights, (chan,), weight_box),
              ctx.operand("src_stage", stage_table_name(producer), (chan,),
                          lambda t: (ifm.box(t)[3], (0, STAGE_COLUMNS)))]
     produced = Operand(ifm.role, ifm.tensor, ifm.dtype, ifm.depends, ifm.box,
                        itemsize(ifm.dtype), shape=ifm.shape, produce=Production(
-                           "conv2d", conv_attrs(g, producer),
+                           "depthwise_conv2d" if depthwise else "conv2d",
+                           conv_attrs(g, producer),
                            {"ifm": "src", "weights": "src_weights", "stage": "src_stage"},
                            source))
     kh, kw, sy, sx = _footprint(g, step)
@@ -166,6 +203,9 @@ def cascade_space(step: Step, ctx: Context):
 
     def problem(s):
         rows, cols = (s[rows_dim] - 1) * sy + kh, (s[cols_dim] - 1) * sx + kw
+        if depthwise:
+            return mac_problem("depthwise_conv2d", (s[batch] * rows * cols, s[chan]),
+                               (pkh, pkw, s[chan], 1))
         return mac_problem("conv2d", (s[batch] * rows * cols, s[chan]),
                            (s[chan], pkh, pkw, ic))
 

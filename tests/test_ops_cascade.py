@@ -1,6 +1,6 @@
-"""Cascading (compiler/cascade.py): a 1x1 CONV2D whose only reader is a DEPTHWISE_CONV2D, or
-any CONV2D whose only reader is a MAX_POOL2D or AVG_POOL2D, runs tile by tile inside its
-reader, so its output never exists in memory. Bit-exact against the reference
+"""Cascading (compiler/cascade.py): a 1x1 CONV2D whose only reader is a DEPTHWISE_CONV2D,
+any CONV2D whose only reader is a MAX_POOL2D or AVG_POOL2D, or a DEPTHWISE_CONV2D whose only
+reader is a 1x1 CONV2D, runs tile by tile inside its reader, so its output never exists in memory. Bit-exact against the reference
 model on the default buffer and on 4 KiB / 2 KiB buffers that split rows (halo rows copied on
 chip, new rows computed) and channels."""
 
@@ -130,3 +130,48 @@ def test_conv_into_pool(case, cfg):
     conv = ["CONV2D", "RESCALE", "CLAMP"]
     fused = n * oh * ow * c > 2048 and cfg == "4KiB"
     check(g, cfg, layers=[conv + [pool]] if fused else [conv, [pool]])
+
+
+DW_PW_CASES = [
+    # (n, h, w, c, oc, k, stride, dilation, max pad, depthwise mode, pointwise mode, split
+    # on 2 KiB: the 1x1 conv's reduction too, each k-tile computing its channel slice)
+    (1, 14, 12, 24, 16, (3, 3), (1, 1), (1, 1), 1, "clamp", "rescale", ("oh",)),
+    (1, 25, 21, 32, 12, (3, 3), (2, 2), (1, 1), 1, "rescale", "clamp", ("oh", "ic")),
+    (2, 21, 11, 40, 24, (5, 3), (1, 2), (2, 1), 2, "clamp", "clamp", ("oh", "ic")),
+]
+
+
+@pytest.mark.parametrize("case", range(len(DW_PW_CASES)))
+def test_depthwise_into_pointwise(case, cfg):
+    """A depthwise conv read only by a 1x1 conv (a depthwise-separable block) whose output
+    does not fit the resident share is computed tile by tile inside the 1x1 conv, each
+    tile's channel slice from the same slice of its input (halo rows and columns included),
+    so the depthwise output never crosses the memory port: bit-exact on 4 KiB and 2 KiB
+    buffers, alone on the default buffer, where it stays on chip."""
+    rng = np.random.default_rng(5300 + case)
+    n, h, w, c, oc, (kh, kw), stride, dil, max_pad, dw_mode, pw_mode, split = DW_PW_CASES[case]
+    g = GraphBuilder()
+    x = g.tensor((n, h, w, c), DType.INT8, rand(rng, DType.INT8, (n, h, w, c)))
+    pt, pb = fit_pad(rng, h, (kh - 1) * dil[0] + 1, stride[0], max_pad)
+    pl, pr = fit_pad(rng, w, (kw - 1) * dil[1] + 1, stride[1], max_pad)
+    oh = (h + pt + pb - (kh - 1) * dil[0] - 1) // stride[0] + 1
+    ow = (w + pl + pr - (kw - 1) * dil[1] - 1) // stride[1] + 1
+    dw_bias = rng.integers(-3000, 3000, size=c).astype(np.int32)
+    dw_acc = g.intermediate((n, oh, ow, c), DType.INT32)
+    attr = ts.TosaSerializerAttribute()
+    attr.DepthwiseConv2dAttribute([pt, pb, pl, pr], list(stride), list(dil), False, DType.INT32)
+    g.op("DEPTHWISE_CONV2D", [x, const(g, rand(rng, DType.INT8, (kh, kw, c, 1)), DType.INT8),
+                              const(g, dw_bias, DType.INT32), scalar(g, -4, DType.INT8),
+                              scalar(g, 0, DType.INT8)], [dw_acc], attr)
+    mid = mac_stage(g, rng, dw_acc, _bound(kh * kw, dw_bias), (n, oh, ow, c), mode=dw_mode,
+                    output=False)
+    pw_bias = rng.integers(-2000, 2000, size=oc).astype(np.int32)
+    acc = g.intermediate((n, oh, ow, oc), DType.INT32)
+    g.op("CONV2D", [mid, const(g, rand(rng, DType.INT8, (oc, 1, 1, c)), DType.INT8),
+                    const(g, pw_bias, DType.INT32), scalar(g, 6, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc], conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    mac_stage(g, rng, acc, _bound(c, pw_bias), (n, oh, ow, oc), mode=pw_mode)
+    stage = {"rescale": ["RESCALE"], "clamp": ["RESCALE", "CLAMP"]}
+    dw, pw = ["DEPTHWISE_CONV2D"] + stage[dw_mode], ["CONV2D"] + stage[pw_mode]
+    assert n * oh * ow * c > 2048               # more than 4 KiB's resident share
+    check(g, cfg, split=split, layers=[dw, pw] if cfg == "default" else [dw + pw])
