@@ -25,11 +25,6 @@ class _Ranges:
         self.ends: list[int] = []
         self.ids: list[int] = []
 
-    def among(self, lo: int, hi: int) -> list[int]:
-        """The ids held by bytes [lo, hi)."""
-        a = bisect_right(self.ends, lo)
-        return self.ids[a:bisect_left(self.starts, hi, a)]
-
     def swap(self, lo: int, hi: int, cmd_id: int | None) -> list[int]:
         """Bytes [lo, hi) now hold cmd_id (None: nothing); returns the ids they held."""
         starts, ends, ids = self.starts, self.ends, self.ids
@@ -131,66 +126,76 @@ class Emitter:
         conflicting command of each engine."""
         if self.limit is not None and len(self.engine_of) >= self.limit:
             raise CommandLimit
-        spans = []                      # (mem, lo, hi, is_write): each view's footprint()
-        known = self._footprints
-        for views, is_write in ((reads, False), (writes, True)):
-            mine = []
-            for view in views:
-                span = known.get(view)
-                if span is None:
-                    mem, lo, shape, strides, dtype = view       # footprint(), inlined
-                    span = ()
-                    if 0 not in shape:
-                        hi = lo + ITEMSIZE[dtype]
-                        for d, st in zip(shape, strides):
-                            if st > 0:
-                                hi += (d - 1) * st
-                            else:
-                                lo += (d - 1) * st
-                        span = (mem, lo, hi)
-                    known[view] = span
-                if span:
-                    mine.append((*span, is_write))
-            if len(mine) > 1:           # overlapping ranges as one (a stage table's columns)
-                mine.sort()
-                merged = [mine[0]]
-                for span in mine[1:]:
-                    last = merged[-1]
-                    if span[0] == last[0] and span[1] <= last[2]:
-                        merged[-1] = (last[0], last[1], max(last[2], span[2]), is_write)
-                    else:
-                        merged.append(span)
-                mine = merged
-            spans += mine
-        return self._access(spans, engine, queue, load)
+        return self._access(self._spans(reads), self._spans(writes), engine, queue, load)
 
-    def _access(self, spans, engine: str, queue: int | None, load: bool) -> tuple[int, ...]:
-        """_sync() of a command's byte ranges, reads first: a read looks up the last writer of
-        its bytes, a write looks up and replaces their last writer and readers in one pass;
-        then the command is placed and its reads recorded. So what a command finds is always
-        an earlier command, never itself."""
+    def _spans(self, views) -> list[tuple[int, int, int]]:
+        """(mem, lo, hi) of each view's footprint(), overlapping ranges as one (a stage
+        table's columns)."""
+        known = self._footprints
+        mine = []
+        for view in views:
+            span = known.get(view)
+            if span is None:
+                mem, lo, shape, strides, dtype = view       # footprint(), inlined
+                span = ()
+                if 0 not in shape:
+                    hi = lo + ITEMSIZE[dtype]
+                    for d, st in zip(shape, strides):
+                        if st > 0:
+                            hi += (d - 1) * st
+                        else:
+                            lo += (d - 1) * st
+                    span = (mem, lo, hi)
+                known[view] = span
+            if span:
+                mine.append(span)
+        if len(mine) < 2:
+            return mine
+        mine.sort()
+        merged = [mine[0]]
+        for span in mine[1:]:
+            last = merged[-1]
+            if span[0] == last[0] and span[1] <= last[2]:
+                if span[2] > last[2]:
+                    merged[-1] = (last[0], last[1], span[2])
+            else:
+                merged.append(span)
+        return merged
+
+    def _access(self, reads, writes, engine: str, queue: int | None,
+                load: bool) -> tuple[int, ...]:
+        """_sync() of a command's byte ranges (mem, lo, hi), reads first: a read looks up the
+        last writer of its bytes, a write looks up and replaces their last writer and readers
+        in one pass; then the command is placed and its reads recorded. So what a command
+        finds is always an earlier command, never itself."""
         cmd_id = len(self.engine_of)
         self.engine_of.append(engine)
         memories = self.memories
         ids: list[int] = []
-        reads = []
-        for mem, lo, hi, is_write in spans:
+        read = []
+        for mem, lo, hi in reads:
             m = memories.get(mem)
             if m is None:
                 m = memories[mem] = _Memory()
-            if is_write:
-                ids += m.writers.swap(lo, hi, cmd_id)
-                for readers in m.readers.values():
-                    if readers.ids:
-                        ids += readers.swap(lo, hi, None)
-            else:
-                ids += m.writers.among(lo, hi)
-                reads.append((m, lo, hi))
+            w = m.writers
+            a = bisect_right(w.ends, lo)                # the ids its bytes [lo, hi) hold
+            ids += w.ids[a:bisect_left(w.starts, hi, a)]
+            read.append((m, lo, hi))
+        for mem, lo, hi in writes:
+            m = memories.get(mem)
+            if m is None:
+                m = memories[mem] = _Memory()
+            ids += m.writers.swap(lo, hi, cmd_id)
+            for readers in m.readers.values():
+                ends = readers.ends             # a quick miss: no reader's range meets [lo, hi)
+                a = bisect_right(ends, lo)
+                if a < len(ends) and readers.starts[a] < hi:
+                    ids += readers.swap(lo, hi, None)
         rank = self._place(cmd_id, ids, queue, load)
         ahead = rank < self._top
         if not ahead:
             self._top = rank
-        for m, lo, hi in reads:
+        for m, lo, hi in read:
             readers = m.readers.get(engine)
             if readers is None:
                 readers = m.readers[engine] = _Ranges()
@@ -207,14 +212,20 @@ class Emitter:
             j = latest.get(e)
             if j is None or order[j] < order[i]:
                 latest[e] = i
+        if len(latest) == 1:
+            return tuple(latest.values())
         return tuple(sorted(latest.values(), key=order.__getitem__))
 
     def _place(self, cmd_id: int, ids: list[int], queue: int | None, load: bool) -> int:
         """The command's place in program order (HoistingEmitter's rule for a load; else
         last), recorded in self.rank."""
         if load:
-            key = max(max(ids, default=-1) + 0.5, self._last_load.get(queue, -1.0),
-                      self._own.get((queue, self.layer), -1.0))
+            key = max(ids) + 0.5 if ids else -0.5        # (conditionals: cheaper than max())
+            last, own = self._last_load.get(queue, -1.0), self._own.get((queue, self.layer), -1.0)
+            if last > key:
+                key = last
+            if own > key:
+                key = own
             self._last_load[queue] = key
             rank = round(2 * key) * 2 ** 32 + cmd_id      # keys are halves: by key, then id
         else:

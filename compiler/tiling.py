@@ -141,8 +141,10 @@ def _sample_tiles(space: TileSpace, sizes: dict[str, int]) -> list[Tile]:
     for d, full in space.dims.items():
         t = sizes[d]
         first[d] = (0, t)
-        mid = min(full // 2 // t * t, max(full - t, 0))
-        middle[d] = (mid, min(t, full - mid))
+        mid, end = full // 2 // t * t, full - t         # (conditionals: cheaper than min/max)
+        if end < mid:
+            mid = end if end > 0 else 0
+        middle[d] = (mid, t if t <= full - mid else full - mid)
         end = (full - 1) // t * t
         last[d] = (end, full - end)
     return [first, middle, last]
@@ -166,8 +168,15 @@ def _merge(space: TileSpace, parts: list[tuple[int, float]]):
     sizes: dict[str, int] = {}
     factor: dict[str, float] = {}
     for opnd, (nbytes, burst) in zip(space.inputs, parts):
-        sizes[opnd.role] = max(sizes.get(opnd.role, 0), nbytes)
-        factor[opnd.role] = max(factor.get(opnd.role, 1.0), burst)
+        role = opnd.role
+        if nbytes > sizes.get(role, 0):
+            sizes[role] = nbytes
+        elif role not in sizes:
+            sizes[role] = 0
+        if burst > factor.get(role, 1.0):
+            factor[role] = burst
+        elif role not in factor:
+            factor[role] = 1.0
     out, factor["<out>"] = parts[-1]
     return sizes, out, factor
 
@@ -189,10 +198,14 @@ def _operand_boxes(opnd: Operand, tiles) -> tuple[int, float]:
             count *= size
             if size != full and not run:
                 run = count or -1           # the run ends at the first partial dim
-        nbytes = max(nbytes, (count + ALIGN - 1) // ALIGN * ALIGN)
+        aligned = (count + ALIGN - 1) // ALIGN * ALIGN
+        if aligned > nbytes:
+            nbytes = aligned
         run = run or count
         if run > 0:
-            factor = max(factor, (-(-run // BURST_BYTES) * BURST_BYTES) / run)
+            burst = (-(-run // BURST_BYTES) * BURST_BYTES) / run
+            if burst > factor:
+                factor = burst
     return nbytes, factor
 
 
@@ -215,8 +228,11 @@ def _sampled_boxes(space: TileSpace, sizes: dict[str, int], memo: dict):
 def operand_tiles(space: TileSpace, sizes: dict[str, int], opnd: Operand):
     """Tiles of `sizes` giving every box of `opnd`: every combination of the tiles of the
     dims it depends on, the other dims at their first."""
-    ranges = {d: [(s, min(sizes[d], full - s)) for s in range(0, full, sizes[d])]
+    ranges = {d: [(s, sizes[d]) for s in range(0, full - sizes[d] + 1, sizes[d])]
               for d, full in space.dims.items()}
+    for d, full in space.dims.items():          # a last, partial tile
+        if full % sizes[d]:
+            ranges[d].append((full - full % sizes[d], full % sizes[d]))
     first = {d: r[0] for d, r in ranges.items()}
     dims = [d for d in opnd.depends if d in ranges]
     for combo in itertools.product(*(ranges[d] for d in dims)):
@@ -309,7 +325,8 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
         # plus the part that cannot overlap (the first tile's loads, the last tile's compute
         # and store), plus a fixed cost per tile. One tile is fully serial; many tiles pay
         # per-tile overhead.
-        time = max(compute, cost) + min(compute, cost) / n_tiles + n_tiles * tile_overhead
+        slow, fast = (cost, compute) if cost > compute else (compute, cost)
+        time = slow + fast / n_tiles + n_tiles * tile_overhead
         if stream:
             time += compute / stream
         plans.append(TilePlan(sizes, tuple(order), counts, buffers, buffer_bytes,

@@ -82,7 +82,7 @@ def dense(mem: int, addr: int, shape, dtype: str) -> TensorView:
     strides, step = [], ITEMSIZE[dtype]
     for d in reversed(shape):
         strides.append(step)
-        step *= max(d, 1)
+        step *= d or 1                  # (a zero dim strides as one; max() costs more)
     return TensorView(mem, addr, shape, tuple(reversed(strides)), dtype)
 
 
