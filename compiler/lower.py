@@ -152,7 +152,7 @@ class Lowering:
                 k0, kn = tile[red]
                 first, last = k0 == 0, k0 + kn == space.dims[red]
             box = out.box(tile)
-            shape = tuple(n for _, n in box)
+            shape = tuple([n for _, n in box])
             if not (first and last):          # partial sums in the accumulator buffer
                 acc = dense(ONCHIP, acc_addr, shape, attrs.get("acc_dtype", out.dtype))
             if not first:

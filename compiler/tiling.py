@@ -279,11 +279,12 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
     sizes = dict(sizes)
     counts = {d: -(-n // sizes[d]) for d, n in space.dims.items()}
     in_bytes, out_bytes, burst = boxes
-    n_out = math.prod(c for d, c in counts.items() if d != space.reduction)
-    acc_bytes = 0
-    if space.reduction and counts.get(space.reduction, 1) > 1:
-        acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
     n_tiles = math.prod(counts.values())
+    splits = counts.get(space.reduction, 1)
+    n_out = n_tiles // splits                   # the output tiles: all but the reduction's
+    acc_bytes = 0
+    if space.reduction and splits > 1:
+        acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
     compute = n_tiles * work
     ins = [(o.role, in_bytes[o.role], o.cost_per_byte, burst[o.role])
            for o in space.inputs if not o.on_chip]

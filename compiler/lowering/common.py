@@ -138,9 +138,14 @@ class Window:
         pt, _, pl, _ = op.attrs["pad"]
         self.rows = _kept(lambda oh: window(*oh, sy, pt, (kh - 1) * dy + 1, h), "oh")
         self.cols = _kept(lambda ow: window(*ow, sx, pl, (kw - 1) * dx + 1, w), "ow")
+        self._boxes: dict[tuple, tuple] = {}     # box() by the tile's rows and columns
 
     def box(self, t):
-        return self.rows(t)[:2], self.cols(t)[:2]
+        key = (t["oh"], t["ow"])
+        got = self._boxes.get(key)
+        if got is None:
+            got = self._boxes[key] = (self.rows(t)[:2], self.cols(t)[:2])
+        return got
 
     def pad(self, t):
         r, c = self.rows(t), self.cols(t)

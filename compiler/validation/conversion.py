@@ -81,7 +81,7 @@ def rescale(ctx: OpContext) -> None:
     if multipliers is not None and min(multipliers) < 0:
         ctx.fail_require(f"multiplier {min(multipliers)} is negative", "multiplier >= 0",
                          ctx.name("multiplier"))
-    if shifts is not None and not all(2 <= s <= 62 for s in shifts):
+    if shifts and not 2 <= min(shifts) <= max(shifts) <= 62:     # (one pass each, in C)
         bad = next(s for s in shifts if not 2 <= s <= 62)
         ctx.fail_require(f"shift {bad} is outside [2, 62]", "2 <= shift && shift <= 62", ctx.name("shift"))
     ext = _ROUNDING_EXTENSION[rounding]
