@@ -118,6 +118,7 @@ class Emitter:
         self._footprints: dict[TensorView, tuple] = {}  # view -> (mem, lo, hi), () if empty
         self._last_load: dict[int, float] = {}  # DMA queue -> key of its latest load
         self._own: dict[tuple[int, int], float] = {}   # (queue, layer) -> key of its latest command
+        self._engines: dict[int, str] = {}      # DMA channel -> its engine's name
 
     def _sync(self, reads, writes, engine: str, queue: int | None = None,
               load: bool = False) -> tuple[int, ...]:
@@ -212,6 +213,9 @@ class Emitter:
             j = latest.get(e)
             if j is None or order[j] < order[i]:
                 latest[e] = i
+        if len(latest) == 2:                    # (most commands: cheaper than sorted())
+            a, b = latest.values()
+            return (a, b) if order[a] < order[b] else (b, a)
         if len(latest) == 1:
             return tuple(latest.values())
         return tuple(sorted(latest.values(), key=order.__getitem__))
@@ -236,17 +240,32 @@ class Emitter:
         self.rank.append(rank)
         return rank
 
+    def _dma_engine(self, channel: int) -> str:
+        """The engine name of a DMA channel, one string per channel: the emitter's maps are
+        keyed by it, and a key seen before is found by identity, without comparing."""
+        name = self._engines.get(channel)
+        if name is None:
+            name = self._engines[channel] = f"dma{channel}"
+        return name
+
     def copy(self, src: TensorView, dst: TensorView, channel: int) -> int:
         cmd_id = len(self.commands)
         load = self.hoist and not self.prefetching and src.mem != ONCHIP and dst.mem == ONCHIP
-        deps = self._sync((src,), (dst,), f"dma{channel}", channel, load)
+        if self.limit is not None and cmd_id >= self.limit:
+            raise CommandLimit
+        known = self._footprints            # _sync() of one view each, a known span inlined
+        span = known.get(src)
+        reads = self._spans((src,)) if span is None else [span] if span else []
+        span = known.get(dst)
+        writes = self._spans((dst,)) if span is None else [span] if span else []
+        deps = self._access(reads, writes, self._dma_engine(channel), channel, load)
         self.commands.append(DmaCopy(id=cmd_id, deps=deps, layer=self.layer, channel=channel,
                                      src=src, dst=dst))
         return cmd_id
 
     def fill(self, dst: TensorView, value: int, channel: int) -> int:
         cmd_id = len(self.commands)
-        deps = self._sync((), (dst,), f"dma{channel}", channel)
+        deps = self._sync((), (dst,), self._dma_engine(channel), channel)
         self.commands.append(DmaFill(id=cmd_id, deps=deps, layer=self.layer, channel=channel,
                                      dst=dst, value=int(value)))
         return cmd_id
