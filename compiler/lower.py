@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from npu_sim.isa.commands import ONCHIP, TensorView, dense
+from npu_sim.isa.commands import ONCHIP, TensorView, dense, make_view
 from npu_sim.isa.errors import DoesNotFitError
 
 from .allocate import align
@@ -330,9 +330,9 @@ class Lowering:
 
 def _rows(view: TensorView, axis: int, first: int, count: int) -> TensorView:
     """`count` entries of `view` along `axis` from `first`."""
-    return TensorView(view.mem, view.addr + first * view.strides[axis],
+    return make_view((view.mem, view.addr + first * view.strides[axis],
                       view.shape[:axis] + (count,) + view.shape[axis + 1:], view.strides,
-                      view.dtype)
+                      view.dtype))
 
 
 def _overlap(prev, box):

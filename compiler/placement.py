@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npu_sim.isa.commands import ONCHIP, TensorView, dense
+from npu_sim.isa.commands import ONCHIP, TensorView, dense, make_view
 from npu_sim.isa.errors import DoesNotFitError
 
 from .allocate import IntervalAllocator, align
@@ -327,7 +327,7 @@ class Placement:
         for (start, n), stride in zip(box, full.strides):
             addr += start * stride
             shape.append(n)
-        return TensorView(full.mem, addr, tuple(shape), full.strides, full.dtype)
+        return make_view((full.mem, addr, tuple(shape), full.strides, full.dtype))
 
     def _move_view(self, name: str) -> TensorView:
         """The strided view of its source that a view move's result (or a reshape of it) is."""

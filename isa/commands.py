@@ -6,6 +6,7 @@ machine never infers hazards. Each engine runs its own commands in program order
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 from .dtypes import ITEMSIZE
@@ -76,6 +77,11 @@ class TensorView(NamedTuple):
         return run
 
 
+# make_view((mem, addr, shape, strides, dtype)) is TensorView(mem, addr, shape, strides, dtype)
+# without the generated __new__'s Python-level call: the compiler builds tens of thousands.
+make_view = partial(tuple.__new__, TensorView)
+
+
 def dense(mem: int, addr: int, shape, dtype: str) -> TensorView:
     """A row-major contiguous view."""
     shape = tuple(map(int, shape))
@@ -83,7 +89,7 @@ def dense(mem: int, addr: int, shape, dtype: str) -> TensorView:
     for d in reversed(shape):
         strides.append(step)
         step *= d or 1                  # (a zero dim strides as one; max() costs more)
-    return TensorView(mem, addr, shape, tuple(reversed(strides)), dtype)
+    return make_view((mem, addr, shape, tuple(reversed(strides)), dtype))
 
 
 @dataclass(kw_only=True)

@@ -37,9 +37,9 @@ def bind(ctx: OpContext) -> None:
     spec, op = ctx.spec, ctx.op
     fixed = [a for a in spec.inputs if not a.is_list]
     has_list = any(a.is_list for a in spec.inputs)
-    names = ", ".join(a.name + ("[]" if a.is_list else "") for a in spec.inputs) or "none"
     n_in = len(op.inputs)
     if (not has_list and n_in != len(fixed)) or (has_list and n_in < len(fixed)):
+        names = ", ".join(a.name + ("[]" if a.is_list else "") for a in spec.inputs) or "none"
         ctx.fail(f"has {n_in} input(s); {op.op} takes {len(fixed)}{' or more' if has_list else ''} "
                  f"({names})", f"length(inputs) != {len(fixed)} (WrongInputList)")
     n_out = len(op.outputs)
@@ -93,6 +93,11 @@ _KIND = {"input": "WrongInputType", "bias": "WrongBiasType", "attr": "WrongAccum
          "output": "WrongOutputType"}
 
 
+def _what(label: str, name: str) -> str:
+    """How a type error names the operand (built only when one is reported)."""
+    return f"{label} '{name}'" if name else f"attribute {label}"
+
+
 def check_types(ctx: OpContext) -> None:
     spec, graph = ctx.spec, ctx.graph
     slots = []          # (kind, label, tensor name, type var or literal, actual)
@@ -111,19 +116,21 @@ def check_types(ctx: OpContext) -> None:
     cands = list(spec.rows)
     matched: dict[str, str] = {}
     for kind, label, name, var, actual in slots:
-        what = f"{label} '{name}'" if name else f"attribute {label}"
         if var not in TYPE_VARS:                  # a literal element type
             if actual != var:
+                what = _what(label, name)
                 ctx.fail(f"{what} has element type {actual}; {ctx.op.op} requires {var}",
                          f"type({label}) != {var} ({_KIND[kind]})", name)
             continue
         if var in matched:
             if actual != matched[var]:
+                what = _what(label, name)
                 ctx.fail(f"{what} has element type {actual} but {var} is {matched[var]} from the "
                          f"other operands", f"type({label}) != {var} ({_KIND[kind]})", name)
             continue
         new = [r for r in cands if r.get(var) == actual]
         if not new:
+            what = _what(label, name)
             allowed = sorted({str(r[var]) for r in cands if var in r})
             given = ", ".join(f"{k}={v}" for k, v in matched.items())
             ctx.fail(f"{what} is {actual}; {ctx.op.op} supports {var} in {{{', '.join(allowed)}}}"
@@ -168,7 +175,7 @@ def check_shapes(ctx: OpContext) -> None:
     for arg, name, _ in _operands(ctx):
         if arg.is_list or arg.shape == "*":
             continue
-        shape = tuple(int(d) for d in ctx.graph.tensors[name].shape)
+        shape = tuple(map(int, ctx.graph.tensors[name].shape))
         if arg.shape.startswith("@"):
             sym = arg.shape[1:]
             if sym in dims and dims[sym] != shape:
@@ -202,7 +209,7 @@ def check_sizes(ctx: OpContext) -> None:
                 ctx.fail_require(f"{arg.name} '{name}' has shape {fmt_shape(tensor.shape)}: "
                                  f"dimension {i} is {d}; tensor dimensions must be >= 1",
                                  "1 <= shape[i]", name)
-        elements = math.prod(int(d) for d in tensor.shape)
+        elements = math.prod(map(int, tensor.shape))
         ctx.level_size(elements * ELEMENT_BYTES.get(tensor.dtype, 1), f"{arg.name} '{name}'", name)
 
 
