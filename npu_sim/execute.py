@@ -18,6 +18,8 @@ from .ops import MAC_KERNELS, VECTOR_KERNELS
 
 FLOAT_ACCUMULATORS = ("fp16", "fp32")
 STAGE_CHUNK = 1 << 14       # elements per output-stage pass: bounds its int64 temporaries
+# the kernels as plain dicts (a Registry lookup is a Python call), complete once ops is imported
+_MAC, _VECTOR = dict(MAC_KERNELS), dict(VECTOR_KERNELS)
 
 
 def _wrap_acc(acc: np.ndarray, acc_dtype: str) -> np.ndarray:
@@ -30,7 +32,7 @@ def _wrap_acc(acc: np.ndarray, acc_dtype: str) -> np.ndarray:
 
 def _mac(cmd: Compute, x: dict, out: np.ndarray, out_name: str):
     a = cmd.attrs
-    acc = MAC_KERNELS[cmd.op](x, a)
+    acc = _MAC[cmd.op](x, a)
     if a["acc_dtype"] in FLOAT_ACCUMULATORS:      # a float accumulator and output stage
         out[...] = dp.float_stage(acc, acc_dtype=a["acc_dtype"], acc_in=x.get("acc_in"),
                                   out_dtype=None if out_name == "acc_out" else out.dtype,
@@ -75,20 +77,22 @@ def _chunks(shape):
 
 def execute(cmd, mem: Memories) -> int:
     """Apply a command to the memories; a host command returns the sub-graph work it did."""
-    if isinstance(cmd, DmaCopy):
-        mem.array(cmd.dst)[...] = mem.array(cmd.src)
-    elif isinstance(cmd, DmaFill):
-        dst = mem.array(cmd.dst)
+    kind, array = type(cmd), mem.array
+    if kind is DmaCopy:
+        array(cmd.dst)[...] = array(cmd.src)
+    elif kind is DmaFill:
+        dst = array(cmd.dst)
         dst[...] = fill_element(cmd.value, cmd.dst.dtype)
-    elif isinstance(cmd, Compute):
-        x = {k: mem.array(v) for k, v in cmd.inputs.items()}
-        outs = {k: mem.array(v) for k, v in cmd.outputs.items()}
+    elif kind is Compute:
+        ins, outputs = cmd.inputs, cmd.outputs
+        # zip and map: no comprehension frame, every command of a run builds these
+        x = dict(zip(ins, map(array, ins.values())))
         if cmd.unit == "mac":
-            (name, out), = outs.items()
-            _mac(cmd, x, out, name)
+            (name, view), = outputs.items()
+            _mac(cmd, x, array(view), name)
         elif cmd.unit == "vector":
-            VECTOR_KERNELS[cmd.op](x, cmd.attrs, next(iter(outs.values())))
+            _VECTOR[cmd.op](x, cmd.attrs, next(map(array, outputs.values())))
         else:
             return run_host_op(cmd.attrs["tosa_op"], [x[f"in{i}"] for i in range(len(x))],
-                               cmd.attrs, list(outs.values()))
+                               cmd.attrs, list(map(array, outputs.values())))
     return 0

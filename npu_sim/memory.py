@@ -2,12 +2,27 @@
 from __future__ import annotations
 
 import bisect
+from functools import partial
 
 import numpy as np
 
 from npu_sim.isa.commands import TensorView
 from npu_sim.isa.dtypes import STORAGE
 from npu_sim.isa.errors import ProgramError
+
+
+class _Arrays(dict):
+    """view -> its array, made by `make` at the view's first lookup."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, v: TensorView) -> np.ndarray:
+        a = self[v] = self.make(v)
+        return a
 
 
 class Memories:
@@ -21,34 +36,12 @@ class Memories:
         self._starts: list[list[int]] = [[] for _ in self.banks]     # sorted segment starts
         self._segments: list[list[tuple[int, int, np.ndarray]]] = [[] for _ in self.banks]
         # view -> its array: a program's tile buffers recur, and the buffers never move
-        self._arrays: dict[TensorView, np.ndarray] = {}
-
-    def array(self, v: TensorView) -> np.ndarray:
-        """A numpy view of the bytes that `v` describes (no copy; writes go to memory)."""
-        a = self._arrays.get(v)
-        if a is None:
-            a = self._arrays[v] = self._array(v)
-        return a
-
-    def _array(self, v: TensorView) -> np.ndarray:
-        try:
-            buffer, offset = self.banks[v.mem], v.addr
-            if self._starts[v.mem]:
-                lo, hi = v.footprint()
-                i = bisect.bisect_left(self._starts[v.mem], hi) - 1
-                if i >= 0 and self._segments[v.mem][i][1] > lo:
-                    start, end, data = self._segments[v.mem][i]
-                    if lo < start or hi > end:
-                        raise ProgramError(f"view {v.dtype}{list(v.shape)} at "
-                                           f"{self.names[v.mem]}:0x{v.addr:x} straddles the "
-                                           f"constant segment at 0x{start:x}..0x{end:x}")
-                    buffer, offset = data, v.addr - start
-            return np.ndarray(v.shape, dtype=STORAGE[v.dtype], buffer=buffer, offset=offset,
-                              strides=v.strides)
-        except (ValueError, TypeError, IndexError) as exc:
-            name = self.names[v.mem] if v.mem < len(self.names) else f"memory {v.mem}"
-            raise ProgramError(f"view {v.dtype}{list(v.shape)} at {name}:0x{v.addr:x} falls "
-                               f"outside the memory ({exc})") from None
+        self._arrays = _Arrays(partial(_view_array, self.banks, self._starts, self._segments,
+                                       self.names))
+        # array(v): a numpy view of the bytes that `v` describes (no copy; writes go to
+        # memory). The cache's own subscript: every command looks its views up, and a method
+        # around it would be a Python call each time.
+        self.array = self._arrays.__getitem__
 
     def load(self, mem: int, addr: int, data: bytes):
         """Map a constant segment at `addr` (the data stays where it is, read-only)."""
@@ -67,3 +60,26 @@ class Memories:
             raise ProgramError(f"constant segments overlap at {self.names[mem]}:0x{addr:x}")
         self._starts[mem].insert(i, addr)
         segments.insert(i, (addr, addr + len(data), array))
+
+
+def _view_array(banks: list, starts: list, segments: list, names: list,
+                v: TensorView) -> np.ndarray:
+    """The numpy view of memory that `v` describes: of a constant segment where it reads one."""
+    try:
+        buffer, offset = banks[v.mem], v.addr
+        if starts[v.mem]:
+            lo, hi = v.footprint()
+            i = bisect.bisect_left(starts[v.mem], hi) - 1
+            if i >= 0 and segments[v.mem][i][1] > lo:
+                start, end, data = segments[v.mem][i]
+                if lo < start or hi > end:
+                    raise ProgramError(f"view {v.dtype}{list(v.shape)} at "
+                                       f"{names[v.mem]}:0x{v.addr:x} straddles the "
+                                       f"constant segment at 0x{start:x}..0x{end:x}")
+                buffer, offset = data, v.addr - start
+        return np.ndarray(v.shape, dtype=STORAGE[v.dtype], buffer=buffer, offset=offset,
+                          strides=v.strides)
+    except (ValueError, TypeError, IndexError) as exc:
+        name = names[v.mem] if v.mem < len(names) else f"memory {v.mem}"
+        raise ProgramError(f"view {v.dtype}{list(v.shape)} at {name}:0x{v.addr:x} falls "
+                           f"outside the memory ({exc})") from None
