@@ -68,6 +68,13 @@ def _views(cmd: Compute) -> list:
     return list(cmd.inputs.values()) + list(cmd.outputs.values())
 
 
+def _bank_bytes(views, word: int) -> int:
+    """Bytes the banks serve for `views`: they serve whole words, so an on-chip run shorter
+    than one (a strided view's channel slice or gather, read in place) costs a whole word,
+    as it does a DMA."""
+    return sum(v.burst_bytes(word) if not v.mem else v.nbytes for v in views)
+
+
 class CostModel:
     def __init__(self, config, memory_names: list[str]):
         self.cfg = config
@@ -197,7 +204,10 @@ class CostModel:
         if out_name == "ofm":       # the output stage takes the finished sums at its own rate
             busy = max(busy, math.ceil(m * cols / arr.output_stage))
         unique = sum(v.nbytes for v in views)
-        occupied = bank_cycles(max(t.traffic, unique), banks, sram)
+        # the array's traffic (re-reads included) is of the operands' layout: whole words
+        words = _bank_bytes(views, sram.bytes_per_cycle)
+        occupied = bank_cycles(max(t.traffic, unique) * words / unique if unique else 0,
+                               banks, sram)
         busy = max(busy, occupied, 1)
         return Cost(0, busy, (), macs=m * cols * k, fill=t.fill, stall=busy - t.ideal,
                     banks=banks, bank_cycles=occupied, reread=max(t.traffic - unique, 0))
@@ -209,7 +219,8 @@ class CostModel:
         cycles = math.ceil(lane_cycles / self.cfg.vector_unit.lanes)
         views = _views(cmd)
         banks = banks_of(views, self.cfg.sram)
-        occupied = bank_cycles(sum(v.nbytes for v in views), banks, self.cfg.sram)
+        occupied = bank_cycles(_bank_bytes(views, self.cfg.sram.bytes_per_cycle), banks,
+                               self.cfg.sram)
         return Cost(PIPELINE_LATENCY, max(cycles, occupied, 1), (), elements=sum(work.values()),
                     vector=work, banks=banks, bank_cycles=occupied)
 

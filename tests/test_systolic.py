@@ -9,7 +9,7 @@ import pytest
 
 from npu_sim import api
 from npu_sim.cost import CostModel
-from npu_sim.isa.commands import Compute, dense
+from npu_sim.isa.commands import Compute, dense, make_view
 from npu_sim.isa.errors import UnsupportedError
 from npu_sim.isa.systolic import array_time
 
@@ -169,3 +169,29 @@ def test_vector_micro_ops_cost_by_their_operators_class():
     assert cost.vector == {"rescale": n, "add": n, "divide": n}
     cpl = cfg.vector_unit.cycles_per_lane
     assert cost.busy == math.ceil(n * (cpl["rescale"] + cpl["add"] + cpl["divide"]) / 64)
+
+
+def test_compute_reading_short_strided_runs_pays_whole_bank_words():
+    # 16-B runs 64 B apart (a channel slice read in place): the banks serve whole 64-B words,
+    # so each run costs a word, as it does a DMA; the contiguous output pays its bytes
+    cfg = api.load_config("default")
+    word, rows = cfg.sram.bytes_per_cycle, 400
+    add = json.dumps([{"fn": "ADD", "args": ["in0", "in1"], "dtype": "int8"}])
+
+    def cost(strides):
+        views = {f"in{i}": make_view((0, i * rows * word, (rows, 16), strides, "int8"))
+                 for i in range(2)}
+        cmd = Compute(id=0, unit="vector", op="elementwise", inputs=views,
+                      outputs={"out": dense(0, 1 << 17, (rows, 16), "int8")},
+                      attrs={"program": add})
+        return CostModel(cfg, list(cfg.memories)).of(cmd)
+
+    strided, packed = cost((word, 1)), cost((16, 1))
+    assert strided.bank_cycles == math.ceil((2 * rows * word + rows * 16)
+                                            / (len(strided.banks) * word))
+    assert strided.bank_cycles > 2 * packed.bank_cycles
+    # the MAC array's operand reads too: an FC whose input rows are 16-B runs of 64-B words
+    fc = _fc(m=64, k=16)
+    fc.inputs["ifm"] = make_view((0, 0, (1, 1, 64, 16), (64 * word, 64 * word, word, 1), "int8"))
+    packed_fc = CostModel(cfg, list(cfg.memories)).of(_fc(m=64, k=16))
+    assert CostModel(cfg, list(cfg.memories)).of(fc).bank_cycles > packed_fc.bank_cycles
