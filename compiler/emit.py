@@ -6,7 +6,8 @@ writer and readers of what it writes (WAW, WAR). Because each engine runs in ord
 latest command per engine needs to be waited for.
 
 A HoistingEmitter also moves each step's loads ahead in their DMA queue as they are emitted
-(see HoistingEmitter), and synchronises the program in that order.
+(see HoistingEmitter), and synchronises the program in that order. A tile's store can be held
+(hold_store) behind the next commands of its queue that can start before it can.
 """
 from __future__ import annotations
 
@@ -119,6 +120,11 @@ class Emitter:
         self._last_load: dict[int, float] = {}  # DMA queue -> key of its latest load
         self._own: dict[tuple[int, int], float] = {}   # (queue, layer) -> key of its latest command
         self._engines: dict[int, str] = {}      # DMA channel -> its engine's name
+        self._held = None                       # a store not yet queued: (src, dst, channel)
+        self._root = -1                         # the compute whose output it stores
+        self._engine = ""                       # that compute's engine
+        self._waiting: set[int] = set()         # commands since that wait for that compute
+        self._waiting_queues: set[int] = set()  # DMA queues holding one of them
 
     def _sync(self, reads, writes, engine: str, queue: int | None = None,
               load: bool = False) -> tuple[int, ...]:
@@ -192,6 +198,10 @@ class Emitter:
                 a = bisect_right(ends, lo)
                 if a < len(ends) and readers.starts[a] < hi:
                     ids += readers.swap(lo, hi, None)
+        if self._held is not None and self._waits(ids, queue):
+            self._waiting.add(cmd_id)
+            if queue is not None:
+                self._waiting_queues.add(queue)
         rank = self._place(cmd_id, ids, queue, load)
         ahead = rank < self._top
         if not ahead:
@@ -248,16 +258,64 @@ class Emitter:
             name = self._engines[channel] = f"dma{channel}"
         return name
 
+    def hold_store(self, src: TensorView, dst: TensorView, channel: int, compute: int):
+        """Queue the store of `compute`'s output behind the next commands of its DMA queue
+        that can start before that compute ends: it goes in just ahead of the first one that
+        cannot (release() places it at the latest). The commands emitted meanwhile must not
+        touch its bytes (the lowering releases it before the compute that reuses its buffer)."""
+        self.release()
+        self._held, self._root, self._engine = (src, dst, channel), compute, self.engine_of[compute]
+        self._waiting, self._waiting_queues = {compute}, set()
+
+    def release(self):
+        """Queue the held store, if any, now."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            self.copy(*held)
+
+    def _waits(self, ids, queue) -> bool:
+        """Whether a command finding these ids, in this DMA queue, starts only after the held
+        store's compute ends: it waits for that compute, for a later command of its engine, or
+        for a command that does, or is queued behind one."""
+        if queue in self._waiting_queues:
+            return True
+        root, waiting, engine_of, engine = self._root, self._waiting, self.engine_of, self._engine
+        for i in ids:                           # (a loop: cheaper than any() over a generator)
+            if i in waiting or (i > root and engine_of[i] == engine):
+                return True
+        return False
+
+    def _found(self, reads, writes) -> list[int]:
+        """The ids _access() would find for these byte ranges, nothing recorded."""
+        ids: list[int] = []
+        memories = self.memories
+        for spans, readers_too in ((reads, False), (writes, True)):
+            for mem, lo, hi in spans:
+                m = memories.get(mem)
+                if m is None:
+                    continue
+                w = m.writers
+                a = bisect_right(w.ends, lo)
+                ids += w.ids[a:bisect_left(w.starts, hi, a)]
+                if readers_too:
+                    for r in m.readers.values():
+                        a = bisect_right(r.ends, lo)
+                        ids += r.ids[a:bisect_left(r.starts, hi, a)]
+        return ids
+
     def copy(self, src: TensorView, dst: TensorView, channel: int) -> int:
-        cmd_id = len(self.commands)
-        load = self.hoist and not self.prefetching and src.mem != ONCHIP and dst.mem == ONCHIP
-        if self.limit is not None and cmd_id >= self.limit:
-            raise CommandLimit
         known = self._footprints            # _sync() of one view each, a known span inlined
         span = known.get(src)
         reads = self._spans((src,)) if span is None else [span] if span else []
         span = known.get(dst)
         writes = self._spans((dst,)) if span is None else [span] if span else []
+        if (self._held is not None and channel == self._held[2]
+                and self._waits(self._found(reads, writes), channel)):
+            self.release()              # a command that waits anyway goes behind the store
+        cmd_id = len(self.commands)
+        load = self.hoist and not self.prefetching and src.mem != ONCHIP and dst.mem == ONCHIP
+        if self.limit is not None and cmd_id >= self.limit:
+            raise CommandLimit
         deps = self._access(reads, writes, self._dma_engine(channel), channel, load)
         self.commands.append(DmaCopy(id=cmd_id, deps=deps, layer=self.layer, channel=channel,
                                      src=src, dst=dst))

@@ -140,7 +140,6 @@ class Lowering:
         out = space.output
         red = space.reduction
         current, loads, stores, pending = {}, {}, [0], None
-        held = []                             # the last tile's store, not yet emitted
 
         feeds = {role for o in space.inputs if o.produce for role in o.produce.operands.values()}
 
@@ -164,9 +163,10 @@ class Lowering:
             else:
                 bufs = addr[out.role]
                 outputs = {out.role: dense(ONCHIP, bufs[stores[0] % len(bufs)], shape, out.dtype)}
-            self.em.compute(unit, opcode, inputs, outputs, {**attrs, **space.attrs(tile)})
+            cmd = self.em.compute(unit, opcode, inputs, outputs, {**attrs, **space.attrs(tile)})
             if last and not out.on_chip:
-                held.append((outputs[out.role], self.p.view(out.tensor, box)))
+                self.em.hold_store(outputs[out.role], self.p.view(out.tensor, box),
+                                   self._channel("store"), cmd)
                 stores[0] += 1
 
         for tile in iterate_tiles(plan, space.dims):
@@ -186,17 +186,15 @@ class Lowering:
                     loads[opnd.role] = k + 1
                     current[opnd.role] = (box, dst)
                 views[opnd.role] = current[opnd.role][1]
-            # A DMA queue runs in order: the store of the tile before last goes after this
-            # tile's loads, which then need not wait for the last tile's compute.
-            for src, dst in held:
-                self.em.copy(src, dst, self._channel("store"))
-            held.clear()
+            # A DMA queue runs in order: the store of the tile before last goes after those of
+            # this tile's loads that can start before its compute ends (hold_store()).
+            self.em.release()
             if pending is not None:       # prefetch: this tile's loads go before the last compute
                 emit(*pending)
             pending = (tile, views)
+        self.em.release()                 # no loads follow in this step
         emit(*pending)
-        for src, dst in held:
-            self.em.copy(src, dst, self._channel("store"))
+        self.em.release()
         return plan.n_tiles
 
     def _load(self, opnd, box, dst: TensorView, previous, views: dict):
