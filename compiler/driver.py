@@ -9,7 +9,7 @@ import numpy as np
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.isa.errors import UnsupportedError
 from npu_sim.isa.opcodes import mac_problem
-from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.dtypes import STORAGE, itemsize
 from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
@@ -189,7 +189,7 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
     for step, emitted in zip(steps, emits):
         layer_of.append(count)
         count += emitted
-    layers = []
+    layers, read_before = [], {}
     for index, step in enumerate(steps):
         try:
             if step.kind == "dma" and emits[index]:
@@ -209,7 +209,8 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
                 layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,
                                     macs=macs_of(graph, step),
                                     array_problems=array_problems(graph, step),
-                                    min_bytes=_min_bytes(graph, step, placement), tiles=tiles))
+                                    min_bytes=_min_bytes(graph, step, placement, read_before),
+                                    tiles=tiles))
             for name, reader in preloads.get(index, []):
                 emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
                 lowering.preload(name)
@@ -270,15 +271,66 @@ def _handoffs(steps: list[Step]) -> set[str]:
     return out
 
 
-def _min_bytes(graph: Graph, step: Step, placement: Placement) -> dict[str, int]:
+def _min_bytes(graph: Graph, step: Step, placement: Placement,
+               read_before: dict[str, int]) -> dict[str, int]:
     """Bytes this step must move across each external memory even with unlimited buffering:
-    its constants, and graph inputs/outputs it reads or writes."""
-    io = {placement.root(n) for n in graph.inputs + graph.outputs}
+    the graph outputs it writes, and of the constants and graph inputs it reads the bytes it
+    must read (a slice or a strided window reads only part) that earlier steps may not have
+    brought on chip already (`read_before`: per tensor, what earlier steps had to read)."""
+    sources = {placement.root(n) for n in graph.inputs}
+    sinks = {placement.root(n) for n in graph.outputs}
     need: dict[str, int] = {}
+
+    def charge(name: str, nbytes: int) -> None:
+        mem = placement.memories[placement.home(name).mem - 1]
+        need[mem] = need.get(mem, 0) + nbytes
+
     for name in dict.fromkeys([*step.inputs, step.output]):   # in order: the report's key order
         root = placement.root(name)
-        t = graph.tensors[root]
-        if t.is_const or root in io:
-            mem = placement.memories[placement.home(name).mem - 1]
-            need[mem] = need.get(mem, 0) + t.nbytes
+        whole = graph.tensors[root].nbytes
+        if name != step.output and (graph.tensors[root].is_const or root in sources):
+            must = min(whole, _must_read(graph, step, name))
+            before = read_before.get(root, 0)
+            charge(name, max(0, must - min(whole, before)))
+            read_before[root] = before + must
+        elif name == step.output and root in sinks and root not in sources:
+            charge(name, whole)
     return need
+
+
+def _must_read(graph: Graph, step: Step, name: str) -> int:
+    """Bytes of `name` a step cannot compute without: all of them, but the parts a SLICE or
+    GATHER selects, the rows and columns a strided window touches, and none for an alias."""
+    if step.kind == "alias":
+        return 0
+    tensors = graph.tensors
+    for op in ([step.producer.main] if step.producer else []) + [step.main]:
+        if not op.inputs or op.inputs[0] != name:
+            continue
+        if op.op in ("SLICE", "GATHER", "RESIZE"):
+            out = tensors[op.outputs[0]]
+            return out.size * itemsize(tensors[name].dtype)
+        if op.op in _WINDOWED and "stride" in op.attrs:
+            return _window_bytes(tensors, op)
+    return tensors[name].nbytes
+
+
+_WINDOWED = {"CONV2D": (1, 3), "DEPTHWISE_CONV2D": (0, 2), "MAX_POOL2D": None, "AVG_POOL2D": None}
+
+
+def _window_bytes(tensors, op) -> int:
+    """Bytes of an NHWC window op's input under at least one of its windows' taps."""
+    x = tensors[op.inputs[0]]
+    n, h, w, c = x.shape
+    taps = _WINDOWED[op.op]
+    kh, kw = op.attrs["kernel"] if taps is None else tensors[op.inputs[1]].shape[taps[0]:taps[1]]
+    dy, dx = op.attrs.get("dilation", (1, 1))
+    top, _, left, _ = op.attrs.get("pad", (0, 0, 0, 0))
+    _, oh, ow, _ = tensors[op.outputs[0]].shape
+    sy, sx = op.attrs["stride"]
+
+    def touched(size, out, stride, pad, k, dil):
+        return len({o * stride - pad + i * dil for o in range(out) for i in range(k)}
+                   & set(range(size)))
+    rows, cols = touched(h, oh, sy, top, kh, dy), touched(w, ow, sx, left, kw, dx)
+    return n * rows * cols * c * itemsize(x.dtype)
