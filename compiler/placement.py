@@ -356,8 +356,9 @@ VIEW_MOVES = frozenset({"SLICE", "TRANSPOSE"})
 VIEW_READERS = frozenset({"SLICE", "TRANSPOSE", "CONCAT", "PAD", "TILE", "REVERSE"})
 COMPUTE_KINDS = frozenset({"mac", "vector"})
 # Bytes of the shortest contiguous run a compute step reads in place: the banks serve whole
-# 64-B words, so a gather of shorter runs (a transposed K, one byte a word) stays a move,
-# which pays for its words; a head's rows of q or v (16-64 B) cost the units no more cycles.
+# words (npu_sim.cost charges a compute view's runs by the word, as a DMA's), so a gather of
+# shorter runs (a transposed K, one byte a word) stays a move, done once, instead of every
+# tile that reads it paying a word a byte; a head's rows of q or v (16-64 B) read in place.
 MIN_COMPUTE_RUN = 16
 
 

@@ -1,7 +1,7 @@
 """Cascading (compiler/cascade.py): a 1x1 CONV2D whose only reader is a DEPTHWISE_CONV2D,
 any CONV2D whose only reader is a MAX_POOL2D or AVG_POOL2D, or a DEPTHWISE_CONV2D whose only
-reader is a 1x1 CONV2D, runs tile by tile inside its reader, so its output never exists in memory. Bit-exact against the reference
-model on the default buffer and on 4 KiB / 2 KiB buffers that split rows (halo rows copied on
+reader is a 1x1 CONV2D, runs tile by tile inside its reader, so its output never exists in
+memory. Bit-exact against the reference model on the default buffer and on 4 KiB / 2 KiB buffers that split rows (halo rows copied on
 chip, new rows computed) and channels."""
 
 from __future__ import annotations
