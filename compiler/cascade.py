@@ -16,10 +16,11 @@ layer1) is written out only for the chain to read it back. Cascaded, each tile o
 has the array compute its box of the conv's output into the buffer, and the vector unit forms
 the sum from it and the shortcut's box: the conv's output crosses no memory port twice.
 
-A depthwise-separable block (MobileNetV2's first, DS-CNN's) filters with a depthwise conv and
-mixes the channels with a 1x1 conv: the depthwise output (112x112x32 = 401 KB in
-MobileNetV2-224) is computed inside the 1x1 conv's tiles instead, each tile's channel slice
-from the same slice of the depthwise input.
+A depthwise-separable block (MobileNetV2's first) filters with a depthwise conv and mixes the
+channels with a 1x1 conv: the depthwise output (112x112x32 = 401 KB in MobileNetV2-224 on
+edge-256) is computed inside the 1x1 conv's tiles instead, each tile's channel slice from the
+same slice of the depthwise input, where that pays (`_depthwise_into`). DS-CNN's blocks chain
+depthwise and 1x1 convs: there each 1x1 conv runs inside the next depthwise conv instead.
 """
 from __future__ import annotations
 
@@ -47,16 +48,58 @@ def _pointwise(graph: Graph, op) -> bool:
     return (kh, kw) == (1, 1) and tuple(op.attrs["stride"]) == (1, 1) and not any(op.attrs["pad"])
 
 
-def _depthwise_into(graph: Graph, step: Step, reader: Step, resident: int) -> bool:
+def _depthwise_into(graph: Graph, step: Step, reader: Step, resident: int, room: int) -> bool:
     """A DEPTHWISE_CONV2D (one output channel per input channel) with its output stage fused,
     read by a pointwise conv (a depthwise-separable block's two halves), whose output is too
     large to stay on chip: computed tile by tile inside the pointwise conv, each tile's
     channel slice of it from the same slice of its input, it never crosses the memory port
-    (written once and read back at least once otherwise)."""
+    (written once and read back at least once otherwise). It pays only where the pointwise
+    conv's tiles keep all its output channels, in bands of rows as tall as `room` allows with
+    the reduction sliced as far as needed (a tile with a slice of the output channels would
+    recompute the depthwise output once per slice and reload its input with the halo each
+    time), and while what those bands load again, the halo rows of the depthwise input and
+    the two convs' weights per band, is less than the round trip: bands of a row or two on a
+    small buffer reload the input several times over."""
     t = graph.tensors
-    return (step.kind == "mac" and step.main.op == "DEPTHWISE_CONV2D" and step.rescale is not None
-            and step.producer is None and t[step.main.inputs[1]].shape[3] == 1
-            and _pointwise(graph, reader.main) and t[step.output].nbytes > resident)
+    if not (step.kind == "mac" and step.main.op == "DEPTHWISE_CONV2D"
+            and step.rescale is not None and step.producer is None
+            and t[step.main.inputs[1]].shape[3] == 1 and _pointwise(graph, reader.main)
+            and t[step.output].nbytes > resident):
+        return False
+    src, mid, out = t[step.main.inputs[0]], t[step.output], t[reader.output]
+    kh = t[step.main.inputs[1]].shape[0]
+    sy, _ = step.main.attrs["stride"]
+    dy, _ = step.main.attrs["dilation"]
+    halo = min(src.shape[1], (kh - 1) * dy + 1) - sy      # input rows two bands both read
+    src_row, mid_row = src.nbytes // src.shape[1], mid.nbytes // mid.shape[1]
+    weights = t[step.main.inputs[1]].nbytes + t[reader.main.inputs[1]].nbytes
+    rows = max(_band_rows(lambda r: 2 * (((r - 1) * sy + halo + sy) * src_row // slices
+                                         + r * (mid_row // slices + out.nbytes // out.shape[1]))
+                          + weights // slices, room, mid.shape[1])
+               for slices in _slicings(src.shape[3]))
+    # Each band reads its halo rows again and loads the two convs' weights again.
+    return rows > 0 and (src.nbytes * max(halo, 0) // (rows * sy)
+                         + weights * (-(-mid.shape[1] // rows) - 1)) < 2 * mid.nbytes
+
+
+def _slicings(channels: int):
+    """Slice counts a tile may split `channels` into: 1, 2, 4, ... down to a channel each."""
+    slices = 1
+    while slices <= channels:
+        yield slices
+        slices *= 2
+
+
+def _band_rows(need, room: int, rows: int) -> int:
+    """The most rows (up to `rows`) a band may take, needing `need(rows)` bytes of `room`
+    (0: not even one)."""
+    if need(1) > room:
+        return 0
+    lo, hi = 1, rows
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if need(mid) <= room else (lo, mid - 1)
+    return lo
 
 
 def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int) -> bool:
@@ -72,7 +115,7 @@ def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int
     would). (Where no band fits, the tiles would split the channels below the array's width
     and reload the conv's input per slice, losing more than the round trip.)"""
     if reader.main.op == "CONV2D":
-        return _depthwise_into(graph, step, reader, resident)
+        return _depthwise_into(graph, step, reader, resident, room)
     if not (step.kind == "mac" and step.main.op == "CONV2D" and step.rescale is not None
             and step.producer is None):
         return False

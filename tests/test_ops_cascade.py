@@ -1,8 +1,9 @@
 """Cascading (compiler/cascade.py): a 1x1 CONV2D whose only reader is a DEPTHWISE_CONV2D,
 any CONV2D whose only reader is a MAX_POOL2D or AVG_POOL2D, or a DEPTHWISE_CONV2D whose only
-reader is a 1x1 CONV2D, runs tile by tile inside its reader, so its output never exists in
-memory. Bit-exact against the reference model on the default buffer and on 4 KiB / 2 KiB buffers that split rows (halo rows copied on
-chip, new rows computed) and channels."""
+reader is a 1x1 CONV2D (where that pays), runs tile by tile inside its reader, so its output
+never exists in memory. Bit-exact against the reference model on the default buffer and on
+4 KiB / 2 KiB buffers that split rows (halo rows copied on chip, new rows computed) and
+channels."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import numpy as np
 import pytest
 import tosa_serializer as ts
 
+from npu_sim import api
+from npu_sim.compiler import cascade
+from npu_sim.compiler.loader import load_bytes
+
 from oracle import DType, GraphBuilder
 from ops_sim_support import (  # noqa: F401  (cfg is the parametrised config fixture)
-    cfg, check, clamp, const, conv_attr, fit_pad, mac_stage, rand, scalar)
+    cfg, check, clamp, const, conv_attr, fit_pad, mac_stage, rand, reference, scalar)
 
 CASES = [
     # (n, h, w, ic, c, m, k, stride, dil, max_pad, producer clamp, dw mode, split on 2 KiB)
@@ -134,10 +139,13 @@ def test_conv_into_pool(case, cfg):
 
 DW_PW_CASES = [
     # (n, h, w, c, oc, k, stride, dilation, max pad, depthwise mode, pointwise mode, split
-    # on 2 KiB: the 1x1 conv's reduction too, each k-tile computing its channel slice)
-    (1, 14, 12, 24, 16, (3, 3), (1, 1), (1, 1), 1, "clamp", "rescale", ("oh",)),
-    (1, 25, 21, 32, 12, (3, 3), (2, 2), (1, 1), 1, "rescale", "clamp", ("oh", "ic")),
-    (2, 21, 11, 40, 24, (5, 3), (1, 2), (2, 1), 2, "clamp", "clamp", ("oh", "ic")),
+    # on 2 KiB: the 1x1 conv's reduction too, each k-tile computing its channel slice;
+    # the buffers it pays on: where a band of a row or two would reload the depthwise input
+    # with its halo more than the round trip moves, the two layers run apart)
+    (1, 14, 12, 24, 16, (3, 3), (1, 1), (1, 1), 1, "clamp", "rescale", ("oh",), ("4KiB",)),
+    (1, 25, 21, 32, 12, (3, 3), (2, 2), (1, 1), 1, "rescale", "clamp", ("oh", "ic"),
+     ("4KiB", "2KiB")),
+    (2, 21, 11, 40, 24, (5, 3), (1, 2), (2, 1), 2, "clamp", "clamp", ("oh",), ()),
 ]
 
 
@@ -146,10 +154,11 @@ def test_depthwise_into_pointwise(case, cfg):
     """A depthwise conv read only by a 1x1 conv (a depthwise-separable block) whose output
     does not fit the resident share is computed tile by tile inside the 1x1 conv, each
     tile's channel slice from the same slice of its input (halo rows and columns included),
-    so the depthwise output never crosses the memory port: bit-exact on 4 KiB and 2 KiB
-    buffers, alone on the default buffer, where it stays on chip."""
+    so the depthwise output never crosses the memory port: bit-exact, fused on the small
+    buffers it pays on, alone elsewhere (on the default buffer it stays on chip)."""
     rng = np.random.default_rng(5300 + case)
-    n, h, w, c, oc, (kh, kw), stride, dil, max_pad, dw_mode, pw_mode, split = DW_PW_CASES[case]
+    n, h, w, c, oc, (kh, kw), stride, dil, max_pad, dw_mode, pw_mode, split, fused = \
+        DW_PW_CASES[case]
     g = GraphBuilder()
     x = g.tensor((n, h, w, c), DType.INT8, rand(rng, DType.INT8, (n, h, w, c)))
     pt, pb = fit_pad(rng, h, (kh - 1) * dil[0] + 1, stride[0], max_pad)
@@ -174,4 +183,39 @@ def test_depthwise_into_pointwise(case, cfg):
     stage = {"rescale": ["RESCALE"], "clamp": ["RESCALE", "CLAMP"]}
     dw, pw = ["DEPTHWISE_CONV2D"] + stage[dw_mode], ["CONV2D"] + stage[pw_mode]
     assert n * oh * ow * c > 2048               # more than 4 KiB's resident share
-    check(g, cfg, split=split, layers=[dw, pw] if cfg == "default" else [dw + pw])
+    check(g, cfg, split=split, layers=[dw + pw] if cfg in fused else [dw, pw])
+
+
+def test_depthwise_into_pointwise_only_where_it_pays(monkeypatch):
+    """A depthwise conv into a 1x1 conv to 5x its channels, on an 8 KiB buffer: fused, the
+    1x1 conv's tiles would slice its output channels, each slice recomputing the depthwise
+    output and reloading its input with the halo (4x the cycles of the two layers apart), so
+    the compiled program is no slower than with the cascade refused, and bit-exact."""
+    rng = np.random.default_rng(5400)
+    g = GraphBuilder()
+    x = g.tensor((1, 16, 16, 40), DType.INT8, rand(rng, DType.INT8, (1, 16, 16, 40)))
+    dw_acc = g.intermediate((1, 16, 16, 40), DType.INT32)
+    attr = ts.TosaSerializerAttribute()
+    attr.DepthwiseConv2dAttribute([1, 1, 1, 1], [1, 1], [1, 1], False, DType.INT32)
+    g.op("DEPTHWISE_CONV2D", [x, const(g, rand(rng, DType.INT8, (3, 3, 40, 1)), DType.INT8),
+                              const(g, np.zeros(40, np.int32), DType.INT32),
+                              scalar(g, 0, DType.INT8), scalar(g, 0, DType.INT8)], [dw_acc], attr)
+    mid = mac_stage(g, rng, dw_acc, _bound(9, [0]), (1, 16, 16, 40), mode="rescale",
+                     output=False)
+    acc = g.intermediate((1, 16, 16, 200), DType.INT32)
+    g.op("CONV2D", [mid, const(g, rand(rng, DType.INT8, (200, 1, 1, 40)), DType.INT8),
+                    const(g, np.zeros(200, np.int32), DType.INT32), scalar(g, 0, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc], conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    mac_stage(g, rng, acc, _bound(40, [0]), (1, 16, 16, 200), mode="rescale")
+    buf, cfg = g.serialize(), api.load_config("default").with_overrides({"sram.size": "8 KiB"})
+
+    def run():
+        program = api.compile_model(load_bytes(buf, "dw_pw.tosa"), cfg)
+        return api.simulate(program, cfg, dict(g.input_values))
+
+    chosen = run()
+    monkeypatch.setattr(cascade, "_depthwise_into", lambda *args: False)
+    apart = run()
+    assert chosen.report.cycles <= apart.report.cycles
+    want = reference(g, buf, dict(g.input_values))
+    assert all(np.array_equal(run.outputs[n], want[n]) for run in (chosen, apart) for n in want)
