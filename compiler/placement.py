@@ -51,7 +51,7 @@ class Placement:
         refused: set[str] = set()
         while True:
             self.written = {s: w for s, w in _written_moves(graph, steps, self.alias,
-                                                            self.virtual).items()
+                                                            self.virtual, onchip_size).items()
                             if s not in refused}
             self._place_all(steps, memory_sizes)
             # A compute step reads a view in place only on chip: from external memory each
@@ -464,11 +464,13 @@ def _view_moves(graph: Graph, steps, alias: dict[str, str]) -> tuple[dict, dict,
 FILLED_MOVES = frozenset({"TRANSPOSE", "CONCAT"})
 
 
-def _written_moves(graph: Graph, steps, alias: dict[str, str],
-                   virtual: dict[str, tuple]) -> dict[str, tuple]:
+def _written_moves(graph: Graph, steps, alias: dict[str, str], virtual: dict[str, tuple],
+                   onchip_size: int) -> dict[str, tuple]:
     """Tensors made by a MAC or vector step and read only by one TRANSPOSE or CONCAT (directly
     or through view moves), which places each of their elements once: tensor -> (the move's
-    result, element offset, element strides) of the strided view it is written as."""
+    result, element offset, element strides) of the strided view it is written as. Only
+    moves whose result fits the on-chip buffer, where it must stay, are considered (working
+    out the places takes a few integers per element)."""
     made_by = {s.output: s.kind for s in steps if s.kind != "alias"}
     readers: dict[str, set] = {}
     for i, step in enumerate(steps):
@@ -484,7 +486,8 @@ def _written_moves(graph: Graph, steps, alias: dict[str, str],
     for i, step in enumerate(steps):
         op = step.main
         if step.kind != "dma" or op.op not in FILLED_MOVES or op.is_variable_access \
-                or step.output in pinned or step.output in virtual:
+                or step.output in pinned or step.output in virtual \
+                or graph.tensors[step.output].nbytes > onchip_size:
             continue
         views = [_origin_view(graph, alias, virtual, n) for n in op.inputs]
         source = views[0][0]
@@ -544,8 +547,11 @@ def _written_view(shape, out_shape, op, views) -> tuple[int, tuple] | None:
     where = where.reshape(shape)
     strides = tuple(int(np.take(where, 1, axis=d).flat[0] - where.flat[0]) if n > 1 else 0
                     for d, n in enumerate(shape))
-    grid = np.indices(shape, dtype=np.int64)
-    if not np.array_equal(where, where.flat[0] + np.tensordot(strides, grid, axes=1)):
+    expected = np.full(shape, where.flat[0], np.int64)
+    for d, (n, st) in enumerate(zip(shape, strides)):
+        expected += (np.arange(n, dtype=np.int64) * st).reshape(
+            [n if i == d else 1 for i in range(len(shape))])
+    if not np.array_equal(where, expected):
         return None
     return int(where.flat[0]), strides
 
