@@ -47,9 +47,13 @@ def side_cycles(view: TensorView, hw, memory_cost) -> float:
 
 
 def dma_cycles(src: TensorView, dst: TensorView, hw, memory_cost) -> float:
-    return hw.dma.setup_cycles + max(dst.nbytes / hw.dma.bytes_per_cycle,
-                                     side_cycles(src, hw, memory_cost),
-                                     side_cycles(dst, hw, memory_cost))
+    """A DMA's cycles as the machine costs them: its own rate, the banks' words, and each
+    external memory's bursts (a copy within one memory reads and writes through its port)."""
+    if src.mem and src.mem == dst.mem:
+        sides = ((src.burst_bytes() + dst.burst_bytes()) * memory_cost(src.mem),)
+    else:
+        sides = (side_cycles(src, hw, memory_cost), side_cycles(dst, hw, memory_cost))
+    return hw.dma.setup_cycles + max(dst.nbytes / hw.dma.bytes_per_cycle, *sides)
 
 
 def _sub(view: TensorView, axis: int, start: int, count: int) -> TensorView:

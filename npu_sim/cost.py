@@ -163,11 +163,15 @@ class CostModel:
         src = cmd.src if isinstance(cmd, DmaCopy) else None
         # Each side moves its bytes at its own rate; an external side pays whole bursts for
         # short runs (a channel-sliced NHWC box is many short runs).
+        # A copy within one external memory reads and writes each byte through its port.
         nbytes = dst.nbytes                     # a copy's two sides hold the same elements
         cycles = nbytes / self.cfg.dma.bytes_per_cycle
+        external: dict[int, int] = {}
         for v in (src, dst):
             if v is not None and v.mem:
-                cycles = max(cycles, v.burst_bytes() / self.mem_bpc[v.mem])
+                external[v.mem] = external.get(v.mem, 0) + v.burst_bytes()
+        for mem, moved in external.items():
+            cycles = max(cycles, moved / self.mem_bpc[mem])
         banks = banks_of((src, dst), self.cfg.sram)
         # the banks serve whole words: a run shorter than one (a transpose's gather) costs one
         on_chip = sum(v.burst_bytes(self.cfg.sram.bytes_per_cycle) for v in (src, dst)
