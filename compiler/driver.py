@@ -172,6 +172,10 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
         return 1.0 / min(config.memory_bytes_per_cycle(memories[mem - 1]),
                          config.dma.bytes_per_cycle)
 
+    def port_cost(mem: int) -> float:
+        """Cycles per byte of memory `mem`'s port alone (0: on chip)."""
+        return 1.0 / config.memory_bytes_per_cycle(memories[mem - 1]) if mem else 0.0
+
     def cost_per_byte(name: str) -> float:
         loc = placement.find(name)
         return 0.0 if loc is None else memory_cost(loc.mem)
@@ -179,7 +183,8 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
     emitter = HoistingEmitter(limit=MAX_COMMANDS)
     lowering = Lowering(graph, placement, emitter, config, cost_per_byte,
                         tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost,
-                        handoffs=_handoffs(steps), room_slack=config.schedule.room_slack)
+                        handoffs=_handoffs(steps), room_slack=config.schedule.room_slack,
+                        port_cost=port_cost)
     preloads = plan_prefetch(graph, steps, placement, lowering)
     placement.widen_workspaces()
     layer_of, count = [], 0             # step index -> index of its layer (aliases have none)

@@ -21,7 +21,7 @@ PRELOAD_CHUNK_CYCLES = 1024       # four simulator bursts: ports are shared at t
 class Lowering:
     def __init__(self, graph, placement: Placement, emitter, hardware,
                  cost_per_byte, tile_overhead: float, memory_cost=lambda mem: 0.0,
-                 handoffs: set[str] = frozenset(), room_slack: float = 1.25):
+                 handoffs: set[str] = frozenset(), room_slack: float = 1.25, port_cost=None):
         self.g, self.p, self.em = graph, placement, emitter
         self.channels = hardware.dma.channels
         self.hw = hardware
@@ -30,6 +30,9 @@ class Lowering:
         self.ctx = Context(graph, placement.on_chip, cost_per_byte, hardware)
         self.tile_overhead = tile_overhead
         self.memory_cost = memory_cost
+        # cycles per byte of a memory's port alone, the DMA's own rate apart: what a copy
+        # within one memory pays twice (compiler/staging.dma_cycles)
+        self.port_cost = port_cost or memory_cost
         self._plans: dict[tuple, object] = {}
         self._candidates: dict[tuple, dict] = {}     # per space: its search levels' plans
         self._boxes: dict[tuple, dict] = {}          # per step's shapes: its tiles' box sizes
@@ -289,7 +292,7 @@ class Lowering:
         block by block through the step's workspace when that moves fewer wasted bursts
         (compiler/staging.py)."""
         base, size = self._workspace
-        stage = plan_staging(src, dst, self.hw, self.memory_cost, size)
+        stage = plan_staging(src, dst, self.hw, self.port_cost, size)
         if self._probe is not None:
             self._probe[0] = max(self._probe[0], stage.working_set if stage else 0)
             return

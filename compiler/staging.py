@@ -11,7 +11,8 @@ is stored. A source dim of stride 0 (TILE's repeats) is loaded once and broadcas
 buffer; a negative stride (REVERSE) is loaded forwards and reversed on chip.
 
 The planner estimates both ways with the machine's DMA cost (bursts, words, the DMA's own
-rate, one external port per memory) and stages only when that is cheaper.
+rate, one external port per memory: `memory_cost` gives a memory's port's cycles per byte)
+and stages only when that is cheaper.
 """
 from __future__ import annotations
 
@@ -106,8 +107,9 @@ def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int) -> Stag
     if not src.count or not (src.mem or dst.mem):
         return None
     direct = dma_cycles(src, dst, hw, memory_cost)
-    if src.burst_bytes() <= src.nbytes * 1.25 and dst.burst_bytes() <= dst.nbytes * 1.25:
-        return None                                   # both sides already stream whole bursts
+    if src.burst_bytes() <= src.nbytes * 1.25 and dst.burst_bytes() <= dst.nbytes * 1.25 \
+            and 0 not in src.strides:
+        return None               # both sides stream whole bursts, and nothing is read twice
     order = tuple(sorted(range(len(src.shape)), key=lambda i: -abs(src.strides[i])))
     best, best_cost = None, direct
     for axis, n in enumerate(src.shape):

@@ -11,6 +11,7 @@ from npu_sim.isa.commands import TensorView
 from npu_sim.isa.dtypes import DTYPES, fill_word
 
 from ..ir import itemsize
+from ..staging import side_cycles
 from ..steps import Step
 from ..tiling import TileSpace
 from .common import DMA_MOVES, FOLDS, TILE_SPACES, Context, const_ints
@@ -113,9 +114,20 @@ def pad(low, step: Step):
     g, op = low.g, step.main
     pads = const_ints(g, op.inputs[1])
     pad_const = np.asarray(g.const(op.inputs[2])).reshape(-1)[0]
-    low.fill(low.p.view(step.output), fill_word(pad_const, g.tensors[step.output].dtype))
-    box = tuple((pads[2 * i], n) for i, n in enumerate(g.tensors[op.inputs[0]].shape))
-    low.copy(low.p.view(op.inputs[0]), low.p.view(step.output, box))
+    word = fill_word(pad_const, g.tensors[step.output].dtype)
+    inner = list(zip(pads[::2], g.tensors[op.inputs[0]].shape))
+    outer = [(0, n) for n in g.tensors[step.output].shape]
+    # The border alone (disjoint slabs, axis by axis), unless its runs are so short that
+    # filling the whole output in long runs, the input's box written twice, costs less.
+    border = [low.p.view(step.output, tuple(inner[:i] + [slab] + outer[i + 1:]))
+              for i, (lo, n) in enumerate(inner)
+              for slab in ((0, lo), (lo + n, outer[i][1] - lo - n)) if slab[1]]
+    whole = [low.p.view(step.output)]
+    cost = lambda views: sum(low.hw.dma.setup_cycles + side_cycles(v, low.hw, low.port_cost)
+                             for v in views)
+    for view in min(border, whole, key=cost):
+        low.fill(view, word)
+    low.copy(low.p.view(op.inputs[0]), low.p.view(step.output, tuple(inner)))
 
 
 @DMA_MOVES.register("TILE")
