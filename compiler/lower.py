@@ -10,7 +10,7 @@ from .allocate import align
 from .cascade import cascade_space
 from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
-from .staging import block_views, plan as plan_staging
+from .staging import block_views, permute_operands, plan as plan_staging
 from .steps import Step
 from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim
 
@@ -308,11 +308,22 @@ class Lowering:
         queues = list(range(self.channels))
         if self.p.weights_id not in (src.mem, dst.mem) and self.channels > 1:
             queues.remove(self._channel("const"))
-        for k, start in enumerate(range(0, n, stage.block)):
-            load, buf, held, store = block_views(src, dst, stage, start,
-                                                 min(stage.block, n - start), bufs[k % 2])
+        permuted = (bufs[1] + align(stage.buffer_bytes),
+                    bufs[1] + align(stage.buffer_bytes) + align(stage.permuted_bytes))
+        blocks = [block_views(src, dst, stage, start, min(stage.block, n - start), bufs[k % 2])
+                  for k, start in enumerate(range(0, n, stage.block))]
+        # Each block's load is queued ahead of the previous block's store, so a queue loads
+        # the next block while this one is reordered, not after it is stored.
+        self.em.copy(*blocks[0][:2], queues[0])
+        for k, (_, _, held, store) in enumerate(blocks):
             channel = queues[k % len(queues)]
-            self.em.copy(load, buf, channel)
+            if k + 1 < len(blocks):
+                self.em.copy(*blocks[k + 1][:2], queues[(k + 1) % len(queues)])
+            if stage.permuted_bytes:        # the vector unit reorders the block word by word
+                block, first, strides = permute_operands(held)
+                held = dense(ONCHIP, permuted[k % 2], held.shape, held.dtype)
+                self.em.compute("vector", "permute", {"in0": block}, {"out": held},
+                                {"base": first, "strides": strides})
             self.em.copy(held, store, channel)
 
     def fill(self, dst: TensorView, value: int):

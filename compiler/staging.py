@@ -32,11 +32,13 @@ class Stage:
     axis: int                       # blocks split this dim of the copy
     block: int                      # entries of it per block
     order: tuple[int, ...]          # the buffer's dims, outermost first (the source's layout)
-    buffer_bytes: int               # one of the two buffers
+    buffer_bytes: int               # one of the two buffers the blocks load into
+    permuted_bytes: int = 0         # one of the two the vector unit permutes a block into, in
+                                    # the copy's order (0: the store gathers it from the first)
 
     @property
     def working_set(self) -> int:
-        return 2 * align(self.buffer_bytes)
+        return 2 * align(self.buffer_bytes) + 2 * align(self.permuted_bytes)
 
 
 def side_cycles(view: TensorView, hw, memory_cost) -> float:
@@ -55,6 +57,26 @@ def dma_cycles(src: TensorView, dst: TensorView, hw, memory_cost) -> float:
     else:
         sides = (side_cycles(src, hw, memory_cost), side_cycles(dst, hw, memory_cost))
     return hw.dma.setup_cycles + max(dst.nbytes / hw.dma.bytes_per_cycle, *sides)
+
+
+def permute_operands(gather: TensorView) -> tuple[TensorView, int, tuple[int, ...]]:
+    """The vector unit's `permute` of an on-chip gather: the block it reads in whole words
+    (rank 1, the gather's footprint) and the gather's base and strides in its elements."""
+    lo, hi = gather.footprint()
+    size = gather.itemsize
+    block = dense(ONCHIP, lo, ((hi - lo) // size,), gather.dtype)
+    return block, (gather.addr - lo) // size, tuple(s // size for s in gather.strides)
+
+
+def permute_cycles(gather: TensorView, out: TensorView, hw) -> float:
+    """Cycles of the vector unit's permute: a lane move per element, or the banks serving
+    the block's and the output's words (its fixed latency left out, as the tiler's vector
+    estimates leave it)."""
+    sram, vec = hw.sram, hw.vector_unit
+    block, _, _ = permute_operands(gather)
+    lanes = out.count * vec.cycles_per_lane["add"] / vec.lanes
+    words = (block.burst_bytes(sram.bytes_per_cycle) + out.burst_bytes(sram.bytes_per_cycle))
+    return max(lanes, words / (sram.banks * sram.bytes_per_cycle))
 
 
 def _sub(view: TensorView, axis: int, start: int, count: int) -> TensorView:
@@ -88,17 +110,24 @@ def block_views(src: TensorView, dst: TensorView, stage: Stage, start: int, coun
 
 
 def _estimate(src, dst, stage, hw, memory_cost) -> float:
+    """Cycles of a staged copy: the blocks' loads, permutes and stores as a pipeline."""
     n = src.shape[stage.axis]
     blocks = -(-n // stage.block)
     load, buf, held, store = block_views(src, dst, stage, 0, stage.block, 0)
+    word = hw.sram.bytes_per_cycle
     lc = dma_cycles(load, buf, hw, memory_cost)
-    sc = dma_cycles(held, store, hw, memory_cost)
-    shared = src.mem and src.mem == dst.mem          # one external port for both halves
-    total = blocks * (lc + sc) if shared else max(blocks * lc, blocks * sc) + min(lc, sc)
-    sram = hw.sram
-    banks = blocks * (buf.nbytes / sram.bytes_per_cycle + held.burst_bytes(sram.bytes_per_cycle)
-                      / sram.bytes_per_cycle) / sram.banks
-    return max(total, banks)
+    words = buf.nbytes / word
+    if stage.permuted_bytes:
+        out = dense(ONCHIP, 0, held.shape, held.dtype)
+        steps = [lc, permute_cycles(held, out, hw), dma_cycles(out, store, hw, memory_cost)]
+        words += 3 * out.nbytes / word                  # the permute's read, its write, the store
+    else:
+        steps = [lc, dma_cycles(held, store, hw, memory_cost)]
+        words += held.burst_bytes(word) / word
+    if src.mem and src.mem == dst.mem:                  # one external port for loads and stores
+        steps = [lc + steps[-1]] + steps[1:-1]
+    total = blocks * max(steps) + sum(steps) - max(steps)
+    return max(total, blocks * words / hw.sram.banks)
 
 
 def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int) -> Stage | None:
@@ -122,8 +151,12 @@ def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int) -> Stag
         while True:
             size = per * (block if src.strides[axis] else 1)
             blocks = -(-n // block)
-            if 2 * align(size) <= budget and blocks <= MAX_BLOCKS:
-                stage = Stage(axis, block, order, size)
+            permuted = src.itemsize * math.prod(m for i, m in enumerate(src.shape)
+                                                if i != axis) * block
+            for stage in (Stage(axis, block, order, size),
+                          Stage(axis, block, order, size, permuted)):
+                if stage.working_set > budget or blocks > MAX_BLOCKS:
+                    continue
                 cost = _estimate(src, dst, stage, hw, memory_cost)
                 if cost < best_cost:
                     best, best_cost = stage, cost

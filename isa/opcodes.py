@@ -63,6 +63,10 @@ OPCODES: dict[str, OpSpec] = {
                      ("mode", "scale", "offset", "border", "in_origin", "out_origin", "out_size",
                       "in_size"),
                      "RESIZE of a tile; origins place the tile in the full tensors"),
+    "permute": OpSpec("vector", ("in0",), (), ("out",), ("base", "strides"),
+                      "out[i] = in0[base + sum(i[d] * strides[d])]: a block's elements (in0, "
+                      "rank 1, as they lie in the banks) rearranged in the lanes: a transpose, "
+                      "a reversal or repeats, read and written in whole words"),
     "host": OpSpec("host", (), tuple(f"in{i}" for i in range(64)), ("out0",),
                    ("tosa_op",),
                    "a TOSA operator run by the host CPU on external memory"),

@@ -24,9 +24,9 @@ INTS, INT, BOOL, STR = "ints", "int", "bool", "str"
 _ATTR_TYPES = {
     "pad": INTS, "stride": INTS, "dilation": INTS, "kernel": INTS, "clamp": INTS,
     "in_origin": INTS, "out_origin": INTS, "out_size": INTS, "in_size": INTS, "scale": INTS,
-    "offset": INTS, "border": INTS,
+    "offset": INTS, "border": INTS, "strides": INTS,
     "input_zp": INT, "weight_zp": INT, "a_zp": INT, "b_zp": INT, "output_zp": INT,
-    "out_pad_top": INT, "out_pad_left": INT, "axis": INT,
+    "out_pad_top": INT, "out_pad_left": INT, "axis": INT, "base": INT,
     "scale32": BOOL, "per_channel": BOOL,
     "acc_dtype": STR, "rounding_mode": STR, "fn": STR, "mode": STR, "program": STR, "tosa_op": STR,
     "nan_mode": STR,

@@ -7,7 +7,7 @@ import pytest
 from npu_sim import api
 from npu_sim.compiler.loader import load_bytes
 from oracle import DType, GraphBuilder
-from ops_sim_support import _attr, rand, scalar, shape_const
+from ops_sim_support import _attr, cfg, rand, scalar, shape_const  # noqa: F401 (cfg: fixture)
 
 SHAPE = (1, 24, 24, 64)
 
@@ -62,10 +62,51 @@ def test_moves_are_never_faster_than_the_bound(kind, config):
     assert report.cycles >= report.roofline["attainable"]["cycles"] >= report.roofline["cycles"]
 
 
-@pytest.mark.parametrize("kind", [k for k in KINDS if not k.endswith("channels")])
+@pytest.mark.parametrize("kind", KINDS)
 def test_moves_run_at_the_memory_rate(kind):
-    # default: DRAM at 16 B/cycle, so every move is bound by its bytes there; a spatial PAD
-    # fills only its border, TILE reads its input once. What is
+    # default: DRAM at 16 B/cycle, so every move is bound by its bytes there; a byte gather
+    # (NHWC -> NCHW, a reversal of the channels) is staged and reordered by the vector unit
+    # in whole words, a spatial PAD fills only its border, TILE reads its input once. What is
     # left above the bound is a command's setup and DRAM latency or two (132 cycles each).
-    _, report = _run(kind, "default")
+    program, report = _run(kind, "default")
     assert report.cycles <= 1.08 * report.roofline["attainable"]["cycles"], kind
+    permutes = [c for c in program.commands if getattr(c, "op", "") == "permute"]
+    assert bool(permutes) == kind.endswith("channels")
+
+
+def _gather(kind: str, dtype) -> GraphBuilder:
+    """Moves whose direct copy gathers elements: the staged blocks are permuted on chip."""
+    shape = (1, 10, 12, 24)
+    g = GraphBuilder()
+    x = g.tensor(shape, dtype, rand(np.random.default_rng(21), dtype, shape))
+    if kind == "transpose":
+        g.op("TRANSPOSE", [x], [g.output((1, 24, 10, 12), dtype)],
+             _attr("TransposeAttribute", [0, 3, 1, 2]))
+    elif kind == "reverse":
+        g.op("REVERSE", [x], [g.output(shape, dtype)], _attr("ReverseAttribute", 3))
+    else:                               # repeats of the innermost dim: stride 0 in the block
+        g.op("TILE", [x, shape_const(g, (1, 1, 1, 3))], [g.output((1, 10, 12, 72), dtype)])
+    return g
+
+
+@pytest.mark.parametrize("dtype", [DType.INT8, DType.INT16])
+@pytest.mark.parametrize("kind", ["transpose", "reverse", "tile"])
+def test_permuted_blocks_are_bit_exact(kind, dtype, cfg):
+    from ops_sim_support import check
+
+    program = check(_gather(kind, dtype), cfg)
+    if cfg == "default" and kind != "tile" and dtype == DType.INT8:   # a byte per bank word
+        assert any(getattr(c, "op", "") == "permute" for c in program.commands)
+
+
+def test_a_permute_reading_outside_its_block_is_refused():
+    from npu_sim.ops.data_layout import permute
+
+    block = np.arange(12, dtype=np.int8)
+    out = np.zeros((3, 4), np.int8)
+    permute({"in0": block}, {"base": 0, "strides": [1, 3]}, out)
+    assert np.array_equal(out, block.reshape(4, 3).T)
+    permute({"in0": block}, {"base": 11, "strides": [-1, -3]}, out)     # both reversed
+    assert np.array_equal(out, block[::-1].reshape(4, 3).T)
+    with pytest.raises(IndexError):
+        permute({"in0": block}, {"base": 1, "strides": [1, 3]}, out)

@@ -1,8 +1,9 @@
 """Reductions, data layout, scatter/gather and RESIZE on the machine.
 
-Reductions and RESIZE run on the vector unit; the data-layout operators are DMA descriptors
-(the machine needs no kernel for them), so here they have only their whole-tensor host
-evaluation, for control-flow bodies. GATHER and SCATTER run on the host CPU."""
+Reductions and RESIZE run on the vector unit; the data-layout operators are DMA descriptors,
+with the vector unit's `permute` reordering a staged block in whole words where a DMA would
+gather it byte by byte; here they also have their whole-tensor host evaluation, for
+control-flow bodies. GATHER and SCATTER run on the host CPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -49,6 +50,26 @@ def resize_work(cmd) -> dict:
     count = next(iter(cmd.outputs.values())).count
     return classed("RESIZE", count * (4 if cmd.attrs["mode"] == "BILINEAR" else 1),
                    cmd.inputs["in0"].dtype)
+
+
+def _reach(shape, strides, base) -> tuple[int, int]:
+    """The lowest and highest element of a rank-1 block a strided walk from `base` reads."""
+    steps = [(n - 1) * s for n, s in zip(shape, strides)]
+    return (base + sum(r for r in steps if r < 0), base + sum(r for r in steps if r > 0))
+
+
+@VECTOR_KERNELS.register("permute")
+def permute(x: dict, a: dict, out: np.ndarray):
+    block, strides, base = x["in0"], a["strides"], a["base"]
+    lo, hi = _reach(out.shape, strides, base)
+    if out.size and not 0 <= lo <= hi < block.size:     # as_strided does not check
+        raise IndexError(f"permute reads elements {lo}..{hi} of a block of {block.size}")
+    out[...] = np.lib.stride_tricks.as_strided(
+        block[base:], out.shape, [s * block.itemsize for s in strides], writeable=False)
+
+
+# a move per element, a lane's add-class operation (as CAST's and CLAMP's are)
+VECTOR_WORK.register("permute")(lambda cmd: {"add": cmd.outputs["out"].count})
 
 
 # ---- host evaluation ---------------------------------------------------------------------------
@@ -103,3 +124,12 @@ def check_resize(x: dict, a: dict, out, need) -> None:
     i = x["in0"].shape
     need(len(i) == len(out.shape) == 4 and i[3] == out.shape[3] and i[0] == out.shape[0]
          and all(s > 0 for s in a["scale"]), "rank-4 operands, scale > 0")
+
+
+@SHAPE_CHECKS.register("permute")
+def check_permute(x: dict, a: dict, out, need) -> None:
+    block, strides, base = x["in0"], a["strides"], a["base"]
+    need(len(block.shape) == 1 and len(strides) == len(out.shape) and block.dtype == out.dtype,
+         "a rank-1 block of the output's type, one stride per output dim")
+    lo, hi = _reach(out.shape, strides, base)
+    need(0 <= lo and hi < block.shape[0] or not out.count, "elements outside the block")
