@@ -34,6 +34,7 @@ CASES = [
     ("SLICE", MAP, "INT8", ((0, 10, 0, 0), (1, 20, 56, 64))),   # a band of rows
     ("CONCAT", MAP, "INT8", 3),
     ("CONCAT", MAP, "INT8", 1),
+    ("CONCAT", (1, 56, 56, 16), "INT8", 3),                     # 16-byte runs
     ("CONCAT", (1, 56, 56, 3), "INT8", 3),
     ("PAD", MAP, "INT8", ((0, 0), (1, 1), (1, 1), (0, 0))),
     ("PAD", MAP, "INT8", ((0, 0), (0, 0), (0, 0), (0, 4))),

@@ -7,6 +7,7 @@ from npu_sim.isa.commands import ONCHIP, TensorView, dense, make_view
 from npu_sim.isa.errors import DoesNotFitError
 
 from .allocate import align
+from .assembly import block_parts, box_view, plan as plan_assembly
 from .cascade import cascade_space
 from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
@@ -302,12 +303,7 @@ class Lowering:
         base = self._buffers_at(base, size, stage.working_set)
         bufs = (base, base + align(stage.buffer_bytes))
         n = src.shape[stage.axis]
-        # Block k+1 loads while block k stores, on every queue; but where the constants live
-        # in a memory this move does not touch (edge-256's flash), not on the constants'
-        # queue, which then streams the next layers' weights from that memory meanwhile.
-        queues = list(range(self.channels))
-        if self.p.weights_id not in (src.mem, dst.mem) and self.channels > 1:
-            queues.remove(self._channel("const"))
+        queues = self._block_queues((src.mem, dst.mem))
         permuted = (bufs[1] + align(stage.buffer_bytes),
                     bufs[1] + align(stage.buffer_bytes) + align(stage.permuted_bytes))
         blocks = [block_views(src, dst, stage, start, min(stage.block, n - start), bufs[k % 2])
@@ -325,6 +321,54 @@ class Lowering:
                 self.em.compute("vector", "permute", {"in0": block}, {"out": held},
                                 {"base": first, "strides": strides})
             self.em.copy(held, store, channel)
+
+    def _block_queues(self, mems) -> list[int]:
+        """The DMA queues a staged or assembled move's blocks take in turn: every queue; but
+        where the constants live in a memory the move does not touch (edge-256's flash), not
+        the constants' queue, which then streams the next layers' weights meanwhile."""
+        queues = list(range(self.channels))
+        if self.p.weights_id not in mems and self.channels > 1:
+            queues.remove(self._channel("const"))
+        return queues
+
+    def assemble(self, dst: TensorView, parts):
+        """The parts of a data-movement step's output (a source view or a fill word, each with
+        its box of `dst`): each written directly, or assembled block by block in the step's
+        workspace and stored in long runs when that costs less (compiler/assembly.py)."""
+        base, size = self._workspace
+        plan = plan_assembly(dst, parts, self.hw, self.port_cost, size)
+        if plan is None:
+            for source, box in parts:
+                if isinstance(source, TensorView):
+                    self.copy(source, box_view(dst, box))
+                else:
+                    self.fill(box_view(dst, box), source)
+            return
+        if self._probe is not None:
+            self._probe[0] = max(self._probe[0], plan.working_set)
+            return
+        base = self._buffers_at(base, size, plan.working_set)
+        bufs = (base, base + align(plan.buffer_bytes))
+        n = dst.shape[plan.axis]
+        blocks = [block_parts(dst, parts, plan.axis, start, min(plan.block, n - start),
+                              bufs[k % 2]) for k, start in enumerate(range(0, n, plan.block))]
+        queues = self._block_queues({dst.mem} | {s.mem for s, _ in parts
+                                                 if isinstance(s, TensorView)})
+
+        def put_together(k: int):
+            channel = queues[k % len(queues)]
+            for source, piece in blocks[k][2]:
+                if isinstance(source, TensorView):
+                    self.em.copy(source, piece, channel)
+                else:
+                    self.em.fill(piece, source, channel)
+
+        # each block's parts are queued ahead of the previous block's store
+        put_together(0)
+        for k, (buf, store, _) in enumerate(blocks):
+            if k + 1 < len(blocks):
+                put_together(k + 1)
+            self.em.copy(buf, store, queues[k % len(queues)])
 
     def fill(self, dst: TensorView, value: int):
         if self._probe is None:

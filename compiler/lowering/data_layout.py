@@ -11,6 +11,7 @@ from npu_sim.isa.commands import TensorView
 from npu_sim.isa.dtypes import DTYPES, fill_word
 
 from ..ir import itemsize
+from ..assembly import box_view
 from ..staging import side_cycles
 from ..steps import Step
 from ..tiling import TileSpace
@@ -101,12 +102,13 @@ def slice_(low, step: Step):
 
 @DMA_MOVES.register("CONCAT")
 def concat(low, step: Step):
-    axis, offset = step.main.attrs["axis"], 0
+    axis, offset, parts = step.main.attrs["axis"], 0, []
     for name in step.main.inputs:
         shape = low.g.tensors[name].shape
-        box = tuple((offset if i == axis else 0, n) for i, n in enumerate(shape))
-        low.copy(low.p.view(name), low.p.view(step.output, box))
+        parts.append((low.p.view(name),
+                      tuple((offset if i == axis else 0, n) for i, n in enumerate(shape))))
         offset += shape[axis]
+    low.assemble(low.p.view(step.output), parts)
 
 
 @DMA_MOVES.register("PAD")
@@ -115,19 +117,17 @@ def pad(low, step: Step):
     pads = const_ints(g, op.inputs[1])
     pad_const = np.asarray(g.const(op.inputs[2])).reshape(-1)[0]
     word = fill_word(pad_const, g.tensors[step.output].dtype)
-    inner = list(zip(pads[::2], g.tensors[op.inputs[0]].shape))
-    outer = [(0, n) for n in g.tensors[step.output].shape]
+    out = low.p.view(step.output)
+    inner = tuple(zip(pads[::2], g.tensors[op.inputs[0]].shape))
+    whole = tuple((0, n) for n in out.shape)
     # The border alone (disjoint slabs, axis by axis), unless its runs are so short that
     # filling the whole output in long runs, the input's box written twice, costs less.
-    border = [low.p.view(step.output, tuple(inner[:i] + [slab] + outer[i + 1:]))
-              for i, (lo, n) in enumerate(inner)
-              for slab in ((0, lo), (lo + n, outer[i][1] - lo - n)) if slab[1]]
-    whole = [low.p.view(step.output)]
-    cost = lambda views: sum(low.hw.dma.setup_cycles + side_cycles(v, low.hw, low.port_cost)
-                             for v in views)
-    for view in min(border, whole, key=cost):
-        low.fill(view, word)
-    low.copy(low.p.view(op.inputs[0]), low.p.view(step.output, tuple(inner)))
+    border = [inner[:i] + (slab,) + whole[i + 1:] for i, (lo, n) in enumerate(inner)
+              for slab in ((0, lo), (lo + n, out.shape[i] - lo - n)) if slab[1]]
+    cost = lambda boxes: sum(low.hw.dma.setup_cycles
+                             + side_cycles(box_view(out, b), low.hw, low.port_cost) for b in boxes)
+    fills = min(border, [whole], key=cost)
+    low.assemble(out, [(word, b) for b in fills] + [(low.p.view(op.inputs[0]), inner)])
 
 
 @DMA_MOVES.register("TILE")
