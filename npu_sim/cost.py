@@ -26,8 +26,8 @@ class Cost:
     """The cycles a command occupies its engine, the ports and banks it holds, its work."""
 
     setup: int                 # cycles before the ports are needed (setup, latency, fill)
-    busy: int                  # cycles holding the ports
-    ports: tuple[int, ...]     # external memory ids held during `busy`
+    busy: int                  # cycles of the transfer (or compute) once set up
+    ports: tuple[int, ...]     # external memory ids it moves bytes through
     macs: int = 0
     elements: int = 0          # vector-unit element operations
     latency: int = 0           # the part of setup that overlaps earlier commands in flight
@@ -38,6 +38,7 @@ class Cost:
     bank_cycles: int = 0       # of busy, the cycles its on-chip bytes occupy those banks
     reread: int = 0            # on-chip bytes read beyond its views' (operands re-streamed)
     traffic: tuple = ()        # (memory id, bytes read, bytes written) of its views
+    port_cycles: int = 0       # of busy, the cycles its bytes occupy its ports (0: all of it)
 
 
 def cmd_dtype(cmd: Compute) -> str:
@@ -170,8 +171,10 @@ class CostModel:
         for v in (src, dst):
             if v is not None and v.mem:
                 external[v.mem] = external.get(v.mem, 0) + v.burst_bytes()
-        for mem, moved in external.items():
-            cycles = max(cycles, moved / self.mem_bpc[mem])
+        # A memory serves its bandwidth to the transfers in flight together: a DMA slower
+        # than the memory holds its port only for the memory's share of its time.
+        port = max((moved / self.mem_bpc[mem] for mem, moved in external.items()), default=0)
+        cycles = max(cycles, port)
         banks = banks_of((src, dst), self.cfg.sram)
         # the banks serve whole words: a run shorter than one (a transpose's gather) costs one
         on_chip = sum(v.burst_bytes(self.cfg.sram.bytes_per_cycle) for v in (src, dst)
@@ -180,7 +183,8 @@ class CostModel:
         latency = self.mem_latency[src.mem] if src is not None else 0
         ports = tuple(sorted({v.mem for v in (src, dst) if v is not None and v.mem}))
         return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(cycles), occupied),
-                    ports, latency=latency, banks=banks, bank_cycles=occupied)
+                    ports, latency=latency, banks=banks, bank_cycles=occupied,
+                    port_cycles=math.ceil(port))
 
     def _mac(self, cmd: Compute) -> Cost:
         x = cmd.inputs

@@ -5,7 +5,9 @@ latency overlapping the commands in flight), holds the external memory ports it 
 transfer time and the on-chip banks its views touch (npu_sim/banks.py) for the cycles its
 on-chip bytes occupy them, then applies the command to the modelled memories. External ports
 are one-port FIFO resources (Port: simpy.Resource's order of service, with fewer events) and
-banks one-port FCFS reservations, so engines sharing them slow each other. A few simpy events
+banks one-port FCFS reservations, so engines sharing them slow each other; a DMA slower than
+its memory holds the port only for the memory's share of each burst (Cost.port_cycles), so
+transfers on several channels together reach the memory's bandwidth. A few simpy events
 per command (its bursts): never per cycle.
 
 An engine yields a timeout only when some other process could act before it ends: when
@@ -202,7 +204,7 @@ class Machine:
                     # Long commands hold their ports and banks burst by burst, so concurrent
                     # ones share them instead of queueing behind each other whole; each burst
                     # books its banks for its share of the bank cycles once it has its ports.
-                    for length, occupy in bursts:
+                    for length, occupy, hold in bursts:
                         for port in held:
                             if port.busy or port.queue or peek() <= t:
                                 if not port.busy and t > env.now:
@@ -222,16 +224,33 @@ class Machine:
                                 bank_free[k] = booked
                             if booked > until:
                                 until = booked
+                        if held and hold < length:
+                            # the memory has served this burst's bytes: others may use it
+                            # while the DMA finishes at its own rate
+                            t += hold
+                            if crowded or peek() <= t:
+                                yield timeout(t - env.now)
+                                crowded = False
+                            else:
+                                for port in held:
+                                    if port.queue:
+                                        yield timeout(t - env.now)
+                                        break
+                            for port in held:
+                                port.release()
+                            held_now = ()
+                        else:
+                            held_now = held
                         t = until
                         if crowded or peek() <= t:
                             yield timeout(t - env.now)
                             crowded = False
                         else:
-                            for port in held:
+                            for port in held_now:
                                 if port.queue:      # its grant is an event: at the end
                                     yield timeout(t - env.now)
                                     break
-                        for port in held:
+                        for port in held_now:
                             port.release()
                 if values and not host_done:
                     execute(cmd, mem)
@@ -266,9 +285,10 @@ def _plan(c: Cost, ports: list) -> tuple:
     if not c.ports and not c.bank_cycles:
         return lead, c.latency, c.busy, (), (), None
     busy, occupied = c.busy, c.bank_cycles
+    port = c.port_cycles if 0 < c.port_cycles < busy else busy
     n = min(MAX_BURSTS, max(1, busy // BURST_CYCLES))
-    bursts = tuple((busy * (b + 1) // n - busy * b // n, occupied * (b + 1) // n - occupied * b // n)
-                   for b in range(n))
+    bursts = tuple((busy * (b + 1) // n - busy * b // n, occupied * (b + 1) // n - occupied * b // n,
+                    port * (b + 1) // n - port * b // n) for b in range(n))
     return lead, c.latency, busy, [ports[p] for p in c.ports], c.banks, bursts
 
 

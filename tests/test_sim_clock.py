@@ -60,6 +60,15 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
                         for k in c.banks:
                             bank_free[k] = booked
                         until = max(until, booked)
+                    port = c.port_cycles if 0 < c.port_cycles < c.busy else c.busy
+                    hold = port * (b + 1) // bursts - port * b // bursts
+                    length = c.busy * (b + 1) // bursts - c.busy * b // bursts
+                    if c.ports and hold < length:     # the memory's share of the burst
+                        yield env.timeout(hold)
+                        for p in c.ports:
+                            ports[p].release()
+                        yield env.timeout(until - env.now)
+                        continue
                     yield env.timeout(until - now)
                     for p in c.ports:
                         ports[p].release()
@@ -105,6 +114,23 @@ def test_waiters_of_one_command_and_a_shared_port():
     _same_schedule(program, cfg)
 
 
+@pytest.mark.parametrize("dma_rate,ends", [(8, (8192, 8192 + 1024)), (32, (8192 - 1024, 8192))])
+def test_a_memory_serves_its_bandwidth_to_the_transfers_in_flight(dma_rate, ends):
+    # Two 64 KiB loads from DRAM (16 B/cycle) on two channels, each in four bursts. A DMA at
+    # 8 B/cycle holds the port for half of each burst (the memory's share), so the two take
+    # turns and both run at their own rate, the second a half burst behind; at 32 B/cycle
+    # each needs the port for its whole transfer: they take it burst by burst, 128 KiB / 16
+    # cycles in all.
+    cfg = api.load_config("default").with_overrides({"dma.bytes_per_cycle": dma_rate})
+    cmds = [DmaCopy(id=ch, layer=0, channel=ch, src=dense(1, ch << 16, (64, 1024), "int8"),
+                    dst=dense(0, ch << 16, (64, 1024), "int8")) for ch in (0, 1)]
+    program = Program(["dram"], [1 << 20, 1 << 20], cmds, [], [], [], [Layer("x", ["COPY"], "dma")])
+    sim = Machine(program, cfg).run(compute_values=False)
+    setup = cfg.dma.setup_cycles + cfg.memory_latency_cycles("dram")
+    assert tuple(sim.end) == (ends[0] + setup, ends[1] + setup)
+    _same_schedule(program, cfg)
+
+
 @pytest.fixture(scope="module")
 def programs():
     return {name: api.compile_model(MODEL, api.load_config(name)) for name in ("default", "edge-256")}
@@ -116,6 +142,7 @@ def programs():
     ("edge-256", {"dma.bytes_per_cycle": 2}),                 # DMAs long: many bursts
     ("edge-256", {"memories.system_sram.bandwidth_gbps": 1}),  # the feature maps' port contended
     ("default", {"sram.banks": 2}),                            # banks contended
+    ("default", {"dma.bytes_per_cycle": 8}),                   # DMAs share DRAM's port
 ])
 def test_a_network_schedules_as_with_every_timeout_yielded(programs, preset, overrides):
     _same_schedule(programs[preset], api.load_config(preset).with_overrides(overrides))
