@@ -9,12 +9,13 @@ operator uses them, so adding a float type to an operator never means adding a s
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 import numpy as np
 
+from .records import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class DType:
     """One element type: its TOSA name, encoding code, numpy storage, kind and widths."""
 

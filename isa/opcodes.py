@@ -8,12 +8,12 @@ splitting the reduction dimension); `acc_in` adds earlier partial sums.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from .errors import ProgramError
+from .records import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OpSpec:
     """An opcode: its unit, operand names and attributes."""
 

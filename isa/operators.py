@@ -18,7 +18,7 @@ one operator is found from its row:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .records import record
 
 # Operand roles: how the NPU treats each input.
 DATA = "data"        # a tensor an engine streams (feature maps, a MATMUL's B)
@@ -42,7 +42,7 @@ VECTOR_CLASSES = ("add", "multiply", "rescale", "table", "divide")
 FLOAT_CLASSES = ("fp_add", "fp_multiply", "fp_special")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OperatorDef:
     """One TOSA operator: its family, engine, operands and the ISA opcode of its tiles."""
 

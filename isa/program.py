@@ -1,12 +1,13 @@
 """A compiled program: commands, memory image, I/O bindings and layer table."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from .commands import Command, TensorView
+from .records import record
 
 
-@dataclass
+@record
 class Segment:
     """Initial bytes of one memory region (weights, biases, tables, constant inputs)."""
 
@@ -15,7 +16,7 @@ class Segment:
     data: bytes
 
 
-@dataclass
+@record
 class Binding:
     """A graph input or output: its TOSA name and where it lives."""
 
@@ -23,7 +24,7 @@ class Binding:
     view: TensorView
 
 
-@dataclass
+@record
 class Layer:
     """One NPU operation after fusion: the TOSA ops it covers and its static figures."""
 
@@ -37,7 +38,7 @@ class Layer:
     array_problems: list[list] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Program:
     """A compiled program: memories, commands, constant image, bindings and layers."""
 

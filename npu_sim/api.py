@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from npu_sim.isa.dtypes import DTYPES, STORAGE
 from npu_sim.isa.encoding import decode, encode
 from npu_sim.isa.errors import ConfigError, InputError, ModelError, ProgramError, UnsupportedError
 from npu_sim.isa.program import Program
+from npu_sim.isa.records import record
 
 from . import cache
 from .config import HardwareConfig, config_from_dict, load_config
@@ -39,7 +39,7 @@ def default_model() -> Path:
     return DEFAULT_MODEL
 
 
-@dataclass
+@record
 class RunResult:
     """What api.run and api.simulate return: outputs, report, program, schedule."""
 

@@ -11,13 +11,14 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from npu_sim import configs as _presets
 from npu_sim.isa.errors import ConfigError
 from npu_sim.isa.operators import FLOAT_CLASSES, VECTOR_CLASSES
+from npu_sim.isa.records import record
 
 from .config_checks import MAX_MACS, _IDENT_RE, _Checker, _show
 from .yamlread import parse_yaml, read_yaml
@@ -49,7 +50,7 @@ FLOAT_PAIRS = tuple(f"{t}x{t}" for t in FLOAT_ACC)
 
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MacArrayConfig:
     """The MAC array (YAML `mac_array`): shape, dataflow, precisions, operand ports."""
 
@@ -75,7 +76,7 @@ class MacArrayConfig:
         return hash(json.dumps(_plain(self), sort_keys=True))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class VectorUnitConfig:
     """The vector unit (YAML `vector_unit`): lanes and cycles per op class."""
 
@@ -86,7 +87,7 @@ class VectorUnitConfig:
         return hash(json.dumps(_plain(self), sort_keys=True))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SramConfig:
     """The on-chip buffer (YAML `sram`): size, banks and their interleave."""
 
@@ -100,7 +101,7 @@ class SramConfig:
         return self.size // self.banks
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DmaConfig:
     """The DMA engines (YAML `dma`): channels, rate and setup."""
 
@@ -109,7 +110,7 @@ class DmaConfig:
     setup_cycles: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MemoryConfig:
     """One external memory (YAML `memories.NAME`): size, bandwidth, latency."""
 
@@ -119,7 +120,7 @@ class MemoryConfig:
     latency_ns: float
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PlacementConfig:
     """Which external memory holds the weights and which the feature maps."""
 
@@ -127,7 +128,7 @@ class PlacementConfig:
     feature_maps: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScheduleConfig:
     """The compiler's planning trade-offs (optional section `schedule`; these are the defaults).
 
@@ -141,7 +142,7 @@ class ScheduleConfig:
     room_slack: float = 1.25
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OperatingPoint:
     """A lower clock and supply the NPU may run at (optional section `operating_points`, by
     name; the config's own figures are the nominal point): on-chip energy per event scales with
@@ -150,7 +151,7 @@ class OperatingPoint:
     voltage_scale: float
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MemoryEnergy:
     """An external memory's energy per byte read and written."""
 
@@ -158,7 +159,7 @@ class MemoryEnergy:
     write_pj_per_byte: float
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EnergyConfig:
     """Energy per event (YAML `energy`), pJ, and leakage power."""
 
@@ -174,7 +175,7 @@ class EnergyConfig:
         return hash(json.dumps(_plain(self), sort_keys=True))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CpuBaselineConfig:
     """The host CPU (YAML `cpu_baseline`): runs fallback ops; NNAPI's baseline."""
 
@@ -186,7 +187,7 @@ class CpuBaselineConfig:
     bytes_per_cycle: float
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AreaConfig:
     """Silicon area figures (mm²) for npu_sim.area; they do not affect timing or energy."""
     mac_mm2: dict[str, float]  # per MAC unit, summed over mac_array.dtypes (int8 = base MAC, others = add-on)
@@ -201,7 +202,7 @@ class AreaConfig:
         return hash(json.dumps(_plain(self), sort_keys=True))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TosaTarget:
     """The TOSA profiles, extensions and level the machine implements."""
 
@@ -210,7 +211,7 @@ class TosaTarget:
     level: str  # "8K" or "none"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HardwareConfig:
     """One NPU, as a YAML config describes it (load_config)."""
 

@@ -6,16 +6,16 @@ each layer's energy and, summed, the run's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
 from npu_sim.isa.commands import DmaCopy, DmaFill
+from npu_sim.isa.records import record
 
 from .cost import cmd_dtype
 
 
-@dataclass
+@record
 class Events:
     """Per-layer event counts; row `len(program.layers)` holds commands outside any layer."""
     traffic: np.ndarray          # [rows, memory id, 2]: bytes read, bytes written

@@ -4,18 +4,19 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 
 import numpy as np
 
 from npu_sim.isa.commands import Compute
+from npu_sim.isa.records import record
 
 from .bounds import attainable
 from .energy import count_events, energy_pj
 from .simulator import SimResult
 
 
-@dataclass
+@record
 class LayerRow:
     """One layer's line of the report."""
 
@@ -39,7 +40,7 @@ class LayerRow:
     mac_stall_cycles: int = 0  # MAC array cycles waiting for operand ports or the output stage
 
 
-@dataclass
+@record
 class Report:
     """A run's figures: cycles, energy, utilization, bounds and the layers."""
 

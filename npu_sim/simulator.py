@@ -26,13 +26,14 @@ import importlib
 import importlib.util
 import sys
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from npu_sim.isa.dtypes import STORAGE, accepts, as_storage
 from npu_sim.isa.errors import InputError
 from npu_sim.isa.program import Program
+from npu_sim.isa.records import record
 
 from .cost import Cost, CostModel
 from .hazards import HazardChecker, enabled as hazards_enabled
@@ -69,7 +70,7 @@ BURST_CYCLES = 256         # port arbitration granule for long transfers
 MAX_BURSTS = 4             # bounds simpy events per command
 
 
-@dataclass
+@record
 class SimResult:
     """A run's schedule: every command's start, end and cost, the outputs."""
 
