@@ -1,7 +1,6 @@
 """One report object for a run; text, JSON and CSV are renderings of it."""
 from __future__ import annotations
 
-import csv
 import io
 import json
 from dataclasses import asdict, field
@@ -69,6 +68,7 @@ class Report:
         return json.dumps(self.to_dict(), indent=2)
 
     def layers_csv(self) -> str:
+        import csv                  # only here: most runs write no CSV
         buf = io.StringIO()
         w = csv.writer(buf)
         mems = sorted({m for row in self.layers for m in row.bytes})

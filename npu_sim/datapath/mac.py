@@ -22,8 +22,8 @@ reduction are stored in the accumulator type and added by the next command).
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from contextlib import nullcontext
-from typing import NamedTuple
 
 import numpy as np
 
@@ -176,25 +176,24 @@ def _windows(xp, out_sizes, kernel, stride, dilation) -> np.ndarray:
     return win
 
 
-class _Geometry(NamedTuple):
+class _Geometry(namedtuple("_Geometry", (
+        "k",                # dot-product length: kernel taps x input channels
+        "oc", "out_sizes", "out_shape", "floats",
+        "plan",             # from the dtypes, or None: the data decide
+        "pointwise",        # 1x1 unpadded: the input's stride slices (() at stride 1)
+        "crop",             # slices of the input that negative pads crop
+        "padded_shape",
+        "inner",            # where the input sits in the padded array (None: unpadded)
+        "window_shape",
+        "window_steps",     # window strides in elements of the padded array
+        "itemsize",         # of the plan's dtype (float32 where the data decide)
+        "window_strides",   # window strides in bytes for that itemsize
+        "step"))):          # output rows per im2col block
     """What a convolution tile's shapes, dtypes and attributes decide, worked out once for
-    every tile that shares them (a layer's tiles repeat a few geometries)."""
+    every tile that shares them (a layer's tiles repeat a few geometries). A namedtuple:
+    typing.NamedTuple compiles each of its string annotations at import."""
 
-    k: int                          # dot-product length: kernel taps x input channels
-    oc: int
-    out_sizes: list
-    out_shape: tuple
-    floats: bool
-    plan: tuple | None              # from the dtypes, or None: the data decide
-    pointwise: tuple | None         # 1x1 unpadded: the input's stride slices (() at stride 1)
-    crop: tuple | None              # slices of the input that negative pads crop
-    padded_shape: tuple
-    inner: tuple | None             # where the input sits in the padded array (None: unpadded)
-    window_shape: tuple
-    window_steps: tuple             # window strides in elements of the padded array
-    itemsize: int                   # of the plan's dtype (float32 where the data decide)
-    window_strides: tuple           # window strides in bytes for that itemsize
-    step: int                       # output rows per im2col block
+    __slots__ = ()
 
 
 _GEOMETRIES: dict = {}

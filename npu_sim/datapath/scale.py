@@ -6,7 +6,7 @@ All arithmetic is exact int64; the one product that can exceed 63 bits (48-bit v
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 import numpy as np
 
@@ -299,24 +299,18 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
     return out
 
 
-class _Tables(NamedTuple):
-    """_int32_stage's constants for one layer's tables (per channel, or Python ints)."""
+class _Tables(namedtuple("_Tables", (
+        "m",
+        "c",                # bias * m + (2 zp + 1) << (s - 1)
+        "c0",               # (2 zp + 1) << (s - 1)
+        "b32",              # the bias as int32, or None
+        "s", "mmax", "bmax", "cmax", "c0max",
+        # floor(X / 2^s) = floor(X 2^d / 2^(s + d)): m and c times 2^(max s - s), one shift
+        "mn", "cn", "sn", "mnmax", "cnmax"))):
+    """_int32_stage's constants for one layer's tables (per channel, or Python ints); a
+    namedtuple, as mac._Geometry."""
 
-    m: object
-    c: object                   # bias * m + (2 zp + 1) << (s - 1)
-    c0: object                  # (2 zp + 1) << (s - 1)
-    b32: object                 # the bias as int32, or None
-    s: object
-    mmax: int
-    bmax: int
-    cmax: int
-    c0max: int
-    # floor(X / 2^s) = floor(X 2^d / 2^(s + d)): m and c times 2^(max s - s), one shift
-    mn: object
-    cn: object
-    sn: int
-    mnmax: int
-    cnmax: int
+    __slots__ = ()
 
 
 _STAGE_TABLES: dict = {}         # contents -> _Tables

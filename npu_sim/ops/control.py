@@ -4,7 +4,6 @@ through the host evaluations of npu_sim/ops (`run_graph`). Also IDENTITY inside 
 HOST_UNPACK, which copies one result out of a packed multi-result host operator."""
 from __future__ import annotations
 
-import base64
 import json
 import zlib
 
@@ -29,19 +28,21 @@ class HostGraph:
     """A (sub-)graph as compiler.steps.graph_to_dict describes it."""
 
     def __init__(self, d: dict):
+        from base64 import b64decode    # only here: only control flow carries sub-graphs
         self.inputs, self.outputs = d["inputs"], d["outputs"]
         self.operators = [(o[0], o[1], o[2], o[3]) for o in d["operators"]]
         self.shapes, self.dtypes, self.consts = {}, {}, {}
         for name, (shape, dtype, data) in d["tensors"].items():
             self.shapes[name], self.dtypes[name] = tuple(shape), dtype
             if data is not None:
-                arr = np.frombuffer(base64.b64decode(data), dtype=np.uint8 if dtype == "bool"
+                arr = np.frombuffer(b64decode(data), dtype=np.uint8 if dtype == "bool"
                                     else STORAGE[dtype])
                 arr = arr.astype(np.bool_) if dtype == "bool" else arr.copy()
                 self.consts[name] = arr.reshape(shape)
 
 
 def decode_regions(attrs: dict) -> dict[str, HostGraph]:
+    import base64                   # only here: only control flow carries sub-graphs
     chunks, i = [], 0
     while f"regions.{i}" in attrs:
         chunks.append(attrs[f"regions.{i}"])
