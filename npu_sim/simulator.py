@@ -142,7 +142,6 @@ class Machine:
         # same order a one-port simpy resource would serve, without its events).
         bank_free = [0] * self.config.sram.banks
         timeout, peek, event = env.timeout, env.peek, env.event
-        end_of, bank_free_of = end.__getitem__, bank_free.__getitem__
         values = mem is not None
         if values:
             from .execute import execute          # only a run computing values executes
@@ -156,6 +155,7 @@ class Machine:
             crowded = False
             for cmd in cmds:
                 i, deps = cmd.id, cmd.deps
+                ready = 0                   # when its last dependency ended
                 for d in deps:
                     if not finished[d]:
                         if done[d] is None:
@@ -166,6 +166,8 @@ class Machine:
                         t = env.now
                         # the event's later waiters resume at this instant, unseen by peek()
                         crowded = waiting[d] > 0
+                    if end[d] > ready:
+                        ready = end[d]
                 start[i] = t
                 if hazards is not None:
                     hazards.start(cmd, t)
@@ -183,10 +185,8 @@ class Machine:
                 # ready, while earlier ones still work; memory latency then overlaps the
                 # transfers in flight (requests are pipelined), so a queue of short DMAs pays
                 # each latency once, not in turn.
-                if deps:
-                    ready = max(map(end_of, deps))       # map: no list built (nor a frame)
-                    if ready > issued:
-                        issued = ready
+                if ready > issued:
+                    issued = ready
                 issued += lead
                 wait = issued + latency - t
                 if wait < 0:
@@ -219,8 +219,11 @@ class Machine:
                                 port.busy = True    # free, and simpy would resume us next
                         until = t + length
                         if occupy:
-                            booked = max(map(bank_free_of, banks))
-                            booked = (booked if booked > t else t) + occupy
+                            booked = t              # the latest of t and its banks' frees
+                            for k in banks:
+                                if bank_free[k] > booked:
+                                    booked = bank_free[k]
+                            booked += occupy
                             for k in banks:
                                 bank_free[k] = booked
                             if booked > until:
