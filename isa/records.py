@@ -19,6 +19,8 @@ def record(cls=None, /, *, frozen: bool = False):
     fields, a frozen class's immutability and hash; a non-frozen one is unhashable, as
     dataclass makes it, unless the class defines __hash__)."""
     def wrap(cls):
+        if hasattr(cls, "__post_init__"):     # _init does not call it
+            raise TypeError(f"{cls.__qualname__}: a record runs no __post_init__; use dataclass")
         own_hash = "__hash__" in cls.__dict__
         cls = dataclass(cls, init=False, repr=False, eq=False)
         fs = fields(cls)

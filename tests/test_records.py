@@ -62,3 +62,16 @@ def test_a_mutable_record_is_unhashable_and_assignable_unless_it_defines_a_hash(
         hash(b)
     # a class's own __hash__ stays (HardwareConfig hashes its fingerprint)
     assert HardwareConfig.__hash__ is not None and "fingerprint" in HardwareConfig.__hash__.__code__.co_names
+
+
+def test_a_class_with_post_init_is_refused():
+    # a record's __init__ is shared and runs no __post_init__: better refused than skipped
+    with pytest.raises(TypeError, match="__post_init__"):
+        @record
+        class Checked:
+            """Checked."""
+
+            x: int
+
+            def __post_init__(self):
+                raise ValueError
