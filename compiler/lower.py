@@ -28,7 +28,8 @@ class Lowering:
         self.hw = hardware
         self._workspace = (0, 0)      # a data-movement step's room for staging buffers
         self._probe: list[int] | None = None    # staging_need(): buffer bytes, nothing emitted
-        self.ctx = Context(graph, placement.on_chip, cost_per_byte, hardware)
+        self.ctx = Context(graph, placement.on_chip, cost_per_byte, hardware,
+                           lambda name: getattr(placement.find(name), "mem", 0))
         self.tile_overhead = tile_overhead
         self.memory_cost = memory_cost
         # cycles per byte of a memory's port alone, the DMA's own rate apart: what a copy

@@ -37,6 +37,10 @@ class Operand:
     cost_per_byte: float = 0.0               # cycles per byte from its memory (for the search)
     shape: tuple[int, ...] = ()              # the whole tensor, for burst efficiency
     produce: Production | None = None        # computed on chip instead of loaded
+    # The memory port and DMA queue its transfers take: operands of different lanes move in
+    # parallel (edge-256's weights from flash on the constants' queue, its feature maps
+    # from system SRAM on the other), those of one lane one after another.
+    lane: int = 0
 
 
 @dataclass
@@ -85,7 +89,7 @@ class TilePlan:
     acc_bytes: int
     working_set: int
     cost: float                              # estimated cycles of the step
-    transfer: float = 0.0                    # of which its external transfers take
+    transfer: float = 0.0                    # of which its busiest lane's transfers take
     padding: float = 0.0                     # of which bursts moving bytes no one needs take
 
     @property
@@ -286,13 +290,14 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
     if space.reduction and splits > 1:
         acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
     compute = n_tiles * work
-    ins = [(o.role, in_bytes[o.role], o.cost_per_byte, burst[o.role])
-           for o in space.inputs if not o.on_chip]
     out = space.output
+    lanes = sorted({o.lane for o in space.inputs + [out] if not o.on_chip})
+    ins = [(o.role, in_bytes[o.role], o.cost_per_byte, burst[o.role], lanes.index(o.lane))
+           for o in space.inputs if not o.on_chip]
     stream = counts[space.stream] if space.stream else 0
     # What does not depend on the order: the buffers' bytes (shared by the plans, read only)
     # and the output's stores.
-    buffer_bytes = {role: nbytes for role, nbytes, _, _ in ins}
+    buffer_bytes = {role: nbytes for role, nbytes, _, _, _ in ins}
     if not out.on_chip:
         buffer_bytes[out.role] = out_bytes
         out_count = 2 if n_out > 1 else 1
@@ -304,8 +309,9 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
         for d in order:
             n *= counts[d]
             prefix.append(n)
-        buffers, working, cost, padding = {}, 0, 0.0, 0.0
-        for (role, nbytes, per_byte, factor), dims in zip(ins, positions):
+        buffers, working, padding = {}, 0, 0.0
+        busy = [0.0] * len(lanes)           # transfer cycles per lane
+        for (role, nbytes, per_byte, factor, lane), dims in zip(ins, positions):
             loads = 1
             for i, d in dims:
                 if counts[d] > 1:
@@ -314,14 +320,15 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
             buffers[role] = count = 2 if loads > 1 else 1
             working += count * nbytes
             moved = loads * nbytes * per_byte
-            cost += moved * factor
+            busy[lane] += moved * factor
             padding += moved * (factor - 1)
         if not out.on_chip:
             buffers[out.role] = out_count
             working += out_count * out_bytes
-            cost += out_cost
+            busy[lanes.index(out.lane)] += out_cost
             padding += out_padding
         working += acc_bytes
+        cost = max(busy) if busy else 0.0
         # Estimated time of a double-buffered pipeline: the slower of compute and transfer,
         # plus the part that cannot overlap (the first tile's loads, the last tile's compute
         # and store), plus a fixed cost per tile. One tile is fully serial; many tiles pay

@@ -41,3 +41,24 @@ def test_boxes_per_operand_equal_boxes_of_every_tile(name, tosa, monkeypatch):
     monkeypatch.setattr(tiling, "_all_boxes", check_all)
     api.compile_model(load_bytes(tosa, f"{name}.tosa"), api.load_config("edge-256"))
     assert checked["sample"] > 10 and checked["all"] > 3
+
+
+def _space(lanes):
+    """One loop over 64 rows of an input (1 cycle a byte) beside a 32-byte table (4 cycles a
+    byte) loaded once, from the lanes given."""
+    def operand(role, depends, box, n, cost, lane):
+        return tiling.Operand(role, role, "int8", depends, box, 1, cost_per_byte=cost,
+                              shape=(n,), lane=lane)
+    return tiling.TileSpace(
+        dims={"m": 64}, levels={"m": 0}, orders=[("m",)],
+        inputs=[operand("x", ("m",), lambda t: (t["m"],), 64, 1.0, lanes[0]),
+                operand("w", (), lambda t: ((0, 32),), 32, 4.0, lanes[1])],
+        output=tiling.Operand("y", "y", "int8", ("m",), lambda t: (t["m"],), 1, on_chip=True))
+
+
+def test_transfers_of_different_lanes_overlap():
+    """Operands from different memories on their own DMA queues (edge-256's weights from
+    flash, feature maps from system SRAM) move in parallel: the estimate takes the busier
+    lane; from one memory they take turns."""
+    assert tiling.evaluate(_space((1, 2)), {"m": 64}, ("m",), 0).transfer == 128
+    assert tiling.evaluate(_space((1, 1)), {"m": 64}, ("m",), 0).transfer == 64 + 128

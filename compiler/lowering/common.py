@@ -56,8 +56,11 @@ class Context:
     """What the families need from placement (residency and memory cost of each tensor) and
     from the configured hardware (the MAC array, its ports and accumulators, the lanes)."""
 
-    def __init__(self, graph, on_chip, cost_per_byte, hardware):
+    def __init__(self, graph, on_chip, cost_per_byte, hardware, memory_of=lambda name: 0):
         self.graph, self._on_chip, self._cost = graph, on_chip, cost_per_byte
+        # With more than one DMA queue, constants take their own (compiler/lower.py), so a
+        # step's transfers from the weights' memory and the feature maps' run in parallel.
+        self._lane = memory_of if hardware.dma.channels > 1 else lambda name: 0
         self.array = hardware.mac_array
         self.lanes = hardware.vector_unit.lanes
         self.bank_bpc = hardware.sram.bytes_per_cycle * hardware.sram.banks
@@ -112,7 +115,8 @@ class Context:
         t = self.graph.tensors[tensor]
         dtype = dtype or t.dtype
         return Operand(role, tensor, dtype, tuple(depends), box, itemsize(dtype),
-                       self._on_chip(tensor), self._cost(tensor), tuple(t.shape))
+                       self._on_chip(tensor), self._cost(tensor), tuple(t.shape),
+                       lane=self._lane(tensor))
 
 
 def _kept(span, dim: str):
