@@ -21,6 +21,7 @@ from .allocate import ALIGN, align
 NEAR_BEST = 1.01
 PADDING_SHARE = 0.25
 TILE_WASTE = 4.0
+ROOM_GAIN = 1.1
 Box = tuple[tuple[int, int], ...]          # (start, size) per tensor dim
 Tile = dict[str, tuple[int, int]]           # dim -> (start, size)
 
@@ -267,19 +268,27 @@ def _order_positions(space: TileSpace, orders) -> list[tuple]:
     return out
 
 
+def _lanes(space: TileSpace) -> tuple[int, list[int], int]:
+    """(how many lanes the off-chip operands take, each off-chip input's lane among them, the
+    output's)."""
+    lanes = sorted({o.lane for o in space.inputs + [space.output] if not o.on_chip})
+    return (len(lanes), [lanes.index(o.lane) for o in space.inputs if not o.on_chip],
+            lanes.index(space.output.lane) if not space.output.on_chip else 0)
+
+
 def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: float,
              tiles=None, boxes=None) -> TilePlan:
     """The plan of tile `sizes` in loop `order`; `boxes`: box_sizes() of its tiles, when the
     caller evaluates several orders of the same sizes."""
     return _evaluate(space, sizes, _order_positions(space, [order]), tile_overhead,
                      boxes or box_sizes(space, tiles or _sample_tiles(space, sizes)),
-                     space.work(sizes))[0]
+                     space.work(sizes), _lanes(space))[0]
 
 
 def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: float, boxes,
-              work: float) -> list[TilePlan]:
-    """evaluate() of each of `orders` (_order_positions()), given the boxes and the compute
-    cycles of one tile."""
+              work: float, lanes: tuple) -> list[TilePlan]:
+    """evaluate() of each of `orders` (_order_positions()), given the boxes, the compute
+    cycles of one tile and the operands' _lanes()."""
     sizes = dict(sizes)
     counts = {d: -(-n // sizes[d]) for d, n in space.dims.items()}
     in_bytes, out_bytes, burst = boxes
@@ -291,13 +300,13 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
         acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
     compute = n_tiles * work
     out = space.output
-    lanes = sorted({o.lane for o in space.inputs + [out] if not o.on_chip})
-    ins = [(o.role, in_bytes[o.role], o.cost_per_byte, burst[o.role], lanes.index(o.lane))
+    n_lanes, in_lanes, out_lane = lanes
+    ins = [(o.role, in_bytes[o.role], o.cost_per_byte, burst[o.role])
            for o in space.inputs if not o.on_chip]
     stream = counts[space.stream] if space.stream else 0
     # What does not depend on the order: the buffers' bytes (shared by the plans, read only)
     # and the output's stores.
-    buffer_bytes = {role: nbytes for role, nbytes, _, _, _ in ins}
+    buffer_bytes = {role: nbytes for role, nbytes, _, _ in ins}
     if not out.on_chip:
         buffer_bytes[out.role] = out_bytes
         out_count = 2 if n_out > 1 else 1
@@ -310,8 +319,8 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
             n *= counts[d]
             prefix.append(n)
         buffers, working, padding = {}, 0, 0.0
-        busy = [0.0] * len(lanes)           # transfer cycles per lane
-        for (role, nbytes, per_byte, factor, lane), dims in zip(ins, positions):
+        busy = [0.0] * n_lanes              # transfer cycles per lane
+        for (role, nbytes, per_byte, factor), lane, dims in zip(ins, in_lanes, positions):
             loads = 1
             for i, d in dims:
                 if counts[d] > 1:
@@ -325,7 +334,7 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
         if not out.on_chip:
             buffers[out.role] = out_count
             working += out_count * out_bytes
-            busy[lanes.index(out.lane)] += out_cost
+            busy[out_lane] += out_cost
             padding += out_padding
         working += acc_bytes
         cost = max(busy) if busy else 0.0
@@ -343,19 +352,23 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
 
 
 def _candidates(space: TileSpace, level: int, tile_overhead: float, boxes: dict,
-                previous: list[TilePlan] = ()) -> list[TilePlan]:
+                previous: list[TilePlan] = (), least: dict | None = None) -> list[TilePlan]:
     """Every plan of one search level: the halvings of its splittable dims in every order.
     `boxes` caches box_sizes() by tile sizes, each operand's boxes by the sizes it depends on
     and a tile's compute cycles: they depend on the space's shapes only, not on where its
     operands live, so a search after prefetch staged some reuses them. A level's sizes include
-    the level before's (`previous`, its plans), whose plans are reused."""
+    the level before's (`previous`, its plans), whose plans are reused; `least`: dim -> the
+    smallest size tried."""
     names = list(space.dims)
     splittable = [i for i, d in enumerate(names) if space.levels[d] <= level]
-    options = [_sizes(space, names[i]) for i in splittable]
+    least = least or {}
+    options = [[n for n in _sizes(space, names[i]) if n >= least.get(names[i], 0)]
+               for i in splittable]
     known: dict[tuple, list[TilePlan]] = {}
     for p in previous:
         known.setdefault(tuple(p.sizes.values()), []).append(p)
     orders = _order_positions(space, space.orders)
+    lanes = _lanes(space)
     full = list(space.dims.values())
     plans = []
     for combo in itertools.product(*options):
@@ -370,7 +383,7 @@ def _candidates(space: TileSpace, level: int, tile_overhead: float, boxes: dict,
         known_boxes = boxes.get(key)        # (box_sizes(), a tile's compute cycles)
         if known_boxes is None:
             known_boxes = boxes[key] = (_sampled_boxes(space, sizes, boxes), space.work(sizes))
-        plans += _evaluate(space, sizes, orders, tile_overhead, *known_boxes)
+        plans += _evaluate(space, sizes, orders, tile_overhead, *known_boxes, lanes)
     return plans
 
 
@@ -384,13 +397,15 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
     best = []                                  # per level searched, its choice
     whole = (space.floor or space.work)(space.dims)     # the layer as one tile
     plans: list[TilePlan] = []
+    least = None
     for level in range(max(space.levels.values(), default=0) + 1):
-        if candidates is not None and level in candidates:
-            plans = candidates[level]
+        key = level if least is None else (level, tuple(sorted(least.items())))
+        if candidates is not None and key in candidates:
+            plans = candidates[key]
         else:
-            plans = _candidates(space, level, tile_overhead, boxes, plans)
+            plans = _candidates(space, level, tile_overhead, boxes, plans, least)
             if candidates is not None:
-                candidates[level] = plans
+                candidates[key] = plans
         fitting = [p for p in plans if p.working_set <= budget]
         if fitting:
             # Within NEAR_BEST of the fastest, a small working set (buffer room is worth more
@@ -409,8 +424,21 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
             # than TILE_WASTE times the whole layer's cycles (each paying the array's preload
             # and fill for a few rows), the next level's splits (the reduction's, partial sums
             # on chip) may give it tiles of all rows.
-            if best[-1].padding <= best[-1].cost * PADDING_SHARE and \
-                    best[-1].n_tiles * space.work(best[-1].sizes) <= TILE_WASTE * whole:
+            # And one the room binds, when a plan of the level that does not fit would be
+            # over ROOM_GAIN faster: the next level's splits (a row's columns, the batch) make
+            # smaller boxes, so a plan close to it may fit (wider weight slices beside part
+            # of a row: the input read again for fewer slices). Not into the reduction's
+            # splits, whose partial sums make round trips of their own. As those splits are
+            # to make room for larger tiles of this level's dims, the next level tries no
+            # smaller ones than this level's choice has (a fraction of its plans).
+            fine = best[-1].padding <= best[-1].cost * PADDING_SHARE and \
+                best[-1].n_tiles * space.work(best[-1].sizes) <= TILE_WASTE * whole
+            if not fine:
+                least = None
+            elif best[-1].cost > ROOM_GAIN * min(p.cost for p in plans) and \
+                    level + 1 < space.levels.get(space.reduction, math.inf):
+                least = {d: best[-1].sizes[d] for d in space.dims if space.levels[d] <= level}
+            else:
                 break
     if not best:
         return None

@@ -1,14 +1,18 @@
 """The tiling search's shortcuts give what the plain computation gives: boxes computed per
 operand over its own dims (compiler/tiling.py) equal box_sizes() over the tiles themselves, on
 networks whose layers cover the tile-space families (convolutions, depthwise with a cascaded
-producer, pooling, matmuls, elementwise chains, reductions)."""
+producer, pooling, matmuls, elementwise chains, reductions). And the search's estimate and
+reach: transfers of different lanes overlap, and a search the room binds goes a level on."""
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from npu_sim import api, zoo
 from npu_sim.compiler import tiling
 from npu_sim.compiler.loader import load_bytes
+from ops_sim_support import const, conv_attr, mac_stage, rand, scalar
+from oracle import DType, GraphBuilder
 
 DATA = Path(__file__).parent / "data"
 
@@ -62,3 +66,26 @@ def test_transfers_of_different_lanes_overlap():
     lane; from one memory they take turns."""
     assert tiling.evaluate(_space((1, 2)), {"m": 64}, ("m",), 0).transfer == 128
     assert tiling.evaluate(_space((1, 1)), {"m": 64}, ("m",), 0).transfer == 64 + 128
+
+
+def test_a_room_bound_search_splits_rows_in_columns(monkeypatch):
+    """A 1x1 conv of 1024 input channels on edge-256 (ResNet-50's layer3): beside tiles of a
+    whole row there is room for weight slices of 8 channels, half the array's columns, each
+    reading the whole input again; plans of wider slices do not fit. The search goes on to
+    split the rows in columns, where 16-channel slices fit: bit-exact and faster."""
+    rng = np.random.default_rng(13)
+    g = GraphBuilder()
+    x = g.tensor((1, 14, 14, 1024), DType.INT8, rand(rng, DType.INT8, (1, 14, 14, 1024)))
+    acc = g.intermediate((1, 14, 14, 256), DType.INT32)
+    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (256, 1, 1, 1024)), DType.INT8),
+                    const(g, np.zeros(256, np.int32), DType.INT32), scalar(g, 0, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc], conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    out = mac_stage(g, rng, acc, np.array([1024 * 128 * 128]), (1, 14, 14, 256), mode="clamp")
+    tosa, cfg = g.serialize(), api.load_config("edge-256")
+    program = api.compile_model(load_bytes(tosa, "conv.tosa"), cfg)
+    got = api.simulate(program, cfg, {g.input_names[0]: g.input_values[g.input_names[0]]})
+    assert np.array_equal(got.outputs[out], g.run()[out])
+    monkeypatch.setattr(tiling, "ROOM_GAIN", float("inf"))
+    rows = api.compile_model(load_bytes(tosa, "conv.tosa"), cfg)
+    timing = [api.simulate(p, cfg, timing_only=True).report.cycles for p in (program, rows)]
+    assert timing[0] < 0.7 * timing[1], timing
