@@ -260,8 +260,8 @@ class Emitter:
 
     def hold_store(self, src: TensorView, dst: TensorView, channel: int, compute: int):
         """Queue the store of `compute`'s output behind the next commands of its DMA queue
-        that can start before that compute ends: it goes in just ahead of the first one that
-        cannot (release() places it at the latest). The commands emitted meanwhile must not
+        that can start before that compute ends, and moves within the buffer: it goes in just
+        ahead of the first other one that cannot (release() places it at the latest). The commands emitted meanwhile must not
         touch its bytes (the lowering releases it before the compute that reuses its buffer)."""
         self.release()
         self._held, self._root, self._engine = (src, dst, channel), compute, self.engine_of[compute]
@@ -272,6 +272,13 @@ class Emitter:
         if self._held is not None:
             held, self._held = self._held, None
             self.copy(*held)
+
+    @staticmethod
+    def _overtakes(src: TensorView, dst: TensorView) -> bool:
+        """Whether a copy goes ahead of a held store even when it waits for the store's
+        compute: a move within the buffer (a tile's halo rows from the last tile's) holds no
+        external port and takes a few cycles, and the next tile's compute waits for it."""
+        return src.mem == ONCHIP and dst.mem == ONCHIP
 
     def _waits(self, ids, queue) -> bool:
         """Whether a command finding these ids, in this DMA queue, starts only after the held
@@ -310,6 +317,7 @@ class Emitter:
         span = known.get(dst)
         writes = self._spans((dst,)) if span is None else [span] if span else []
         if (self._held is not None and channel == self._held[2]
+                and not self._overtakes(src, dst)
                 and self._waits(self._found(reads, writes), channel)):
             self.release()              # a command that waits anyway goes behind the store
         cmd_id = len(self.commands)
