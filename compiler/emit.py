@@ -261,8 +261,9 @@ class Emitter:
     def hold_store(self, src: TensorView, dst: TensorView, channel: int, compute: int):
         """Queue the store of `compute`'s output behind the next commands of its DMA queue
         that can start before that compute ends, and moves within the buffer: it goes in just
-        ahead of the first other one that cannot (release() places it at the latest). The commands emitted meanwhile must not
-        touch its bytes (the lowering releases it before the compute that reuses its buffer)."""
+        ahead of the first other one that cannot (release() places it at the latest). The
+        commands emitted meanwhile must not touch its bytes (the lowering releases it before
+        the compute that reuses its buffer)."""
         self.release()
         self._held, self._root, self._engine = (src, dst, channel), compute, self.engine_of[compute]
         self._waiting, self._waiting_queues = {compute}, set()
