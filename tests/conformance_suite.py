@@ -44,8 +44,9 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
+
+from oracle import reference_binary
 
 HERE = Path(__file__).resolve().parent
 
@@ -144,17 +145,6 @@ BUILD_SCRIPT = HERE / "validate_cases" / "build_conformance.py"
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def reference_binary() -> str:
-    """The native tosa_reference_model behind tosa-tools' Python shim (30x faster to start)."""
-    try:
-        f = Path(metadata.distribution("tosa-tools").locate_file("bin/tosa_reference_model"))
-        if f.is_file():
-            return str(f)
-    except metadata.PackageNotFoundError:
-        pass
-    return shutil.which("tosa_reference_model") or "tosa_reference_model"
 
 
 # --------------------------------------------------------------------------------------------

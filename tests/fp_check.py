@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,8 +25,9 @@ from generator.tosa_test_gen import TosaTestGen
 import tosa_serializer as ts
 from tosa_serializer import DType
 
-BINARY = shutil.which("tosa_reference_model") or str(Path(sys.executable).parent /
-                                                     "tosa_reference_model")
+from oracle import reference_binary
+
+BINARY = reference_binary()
 VERIFY_LIB = Path(tosa_reference_model.__file__).parent / "libtosa_reference_verify_lib.so"
 FRAC = {"FP32": 23, "FP16": 10, "BF16": 7}
 TOSA_DT = {"FP32": DType.FP32, "FP16": DType.FP16, "BF16": DType.BF16}

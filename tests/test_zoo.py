@@ -15,8 +15,9 @@ from tosa.TosaGraph import TosaGraph
 
 from npu_sim import zoo
 from npu_sim.zoo.quant import choose_qparams, quantize_multiplier
+from oracle import reference_binary
 
-REFMODEL = shutil.which("tosa_reference_model")
+REFMODEL = shutil.which(reference_binary())
 needs_refmodel = pytest.mark.skipif(REFMODEL is None, reason="tosa_reference_model not found")
 OP_NAMES = {v: k for k, v in vars(Op).items() if not k.startswith("_")}
 ROUNDING = {v: k for k, v in vars(RoundingMode).items() if not k.startswith("_")}
