@@ -19,20 +19,17 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
-import tosa_reference_model
-from checker.verifier import VerifierLibrary
 from generator.tosa_test_gen import TosaTestGen
 import tosa_serializer as ts
 from tosa_serializer import DType
 
+from fp_oracle import verifier
 from oracle import reference_binary
 
 BINARY = reference_binary()
-VERIFY_LIB = Path(tosa_reference_model.__file__).parent / "libtosa_reference_verify_lib.so"
 FRAC = {"FP32": 23, "FP16": 10, "BF16": 7}
 TOSA_DT = {"FP32": DType.FP32, "FP16": DType.FP16, "BF16": DType.BF16}
 NEEDS_BOUNDS = ("DOT_PRODUCT", "ABS_ERROR", "FP_SPECIAL")
-_verifier = None
 
 
 def _op_compliance(op: str) -> dict:
@@ -140,8 +137,6 @@ def check_operators(e, values: dict) -> list[dict]:
     """Every float operator of Emitter `e`, judged on the implementation's `values` (tensor
     name -> array, as the simulator wrote them). One row per operator: op, output, mode, ok,
     and the largest error relative to the fp64 reference's range."""
-    global _verifier
-    _verifier = _verifier or VerifierLibrary(VERIFY_LIB)
     graph, feeds, outs = isolated_graph(e)
     ref, bnd = reference(graph, {f"in:{n}": values[n] for n in feeds}, outs)
     index = {out: i for i, (_, _, out, _) in enumerate(e.records)}
@@ -150,8 +145,8 @@ def check_operators(e, values: dict) -> list[dict]:
         i = index[out]
         cfg = compliance(e, i)
         imp = np.ascontiguousarray(values[out])
-        ok = _verifier.verify_data(out, {"version": "0.1", "tensors": {out: cfg}}, _npy(imp),
-                                   ref[out], bnd[out] if cfg["mode"] in NEEDS_BOUNDS else None)
+        ok = verifier().verify_data(out, {"version": "0.1", "tensors": {out: cfg}}, _npy(imp),
+                                    ref[out], bnd[out] if cfg["mode"] in NEEDS_BOUNDS else None)
         err = np.abs(imp.astype(np.float64) - ref[out]).max() / max(np.ptp(ref[out]), 1e-30)
         rows.append({"op": e.records[i][0], "output": out, "mode": cfg["mode"], "ok": bool(ok),
                      "rel_error": float(err)})
