@@ -50,6 +50,11 @@ class ArrayTime:
     ideal: int           # cycles at unlimited operand bandwidth
     compute: int         # cycles streaming operands (folds x stream x passes)
     traffic: int = 0     # bytes through the array's ports, re-reads and spills included
+    # Weight-stationary only (else 0): the first fold's preload, and one fold's stream, in
+    # which every row of the streamed operand enters the array once and, in the last fold,
+    # every output row leaves it finished, one row a cycle.
+    preload: int = 0
+    stream: int = 0
 
     @property
     def fill(self) -> int:
@@ -123,11 +128,14 @@ def array_time(arr, kind: str, m: int, n: int, k: int, npass: int = 1,
                         max(a_bytes / act, w_bytes / wgt, o_bytes / out))
         if best is None or t[0] < best[0]:
             best = t
-    real, ideal, compute, copies = best
+    real, ideal, compute, copies, first, each = best
     preloaded = k * n * xw if kind != "depthwise" and flow == "weight_stationary" else \
         m * k * xa if kind != "depthwise" and flow == "input_stationary" else 0
+    # one array's rows, in order (arrays sharing a stream finish theirs side by side)
+    rows = kind != "depthwise" and flow == "weight_stationary" and copies == 1
     return ArrayTime(math.ceil(real), ideal, compute,
-                     math.ceil(traffic + (copies - 1) * preloaded))
+                     math.ceil(traffic + (copies - 1) * preloaded),
+                     math.ceil(first) if rows else 0, math.ceil(each) if rows else 0)
 
 
 def _splits(arrays: int) -> list[tuple[int, int]]:
@@ -136,17 +144,18 @@ def _splits(arrays: int) -> list[tuple[int, int]]:
 
 
 def _split_time(arr, split, folds, pre, stream, skew, pre_cycles, stream_port):
-    """(cycles, ideal, streaming cycles, stationary copies) with the folds in `groups` and each
-    fold's stream shared by `sharing` arrays: the ports carry the stationary block once per
-    sharing array, the streamed bytes once."""
+    """(cycles, ideal, streaming cycles, stationary copies, a fold's preload, a fold's stream)
+    with the folds in `groups` and each fold's stream shared by `sharing` arrays: the ports
+    carry the stationary block once per sharing array, the streamed bytes once."""
     sharing, groups = split
     folds_each = math.ceil(folds / groups)
     stream_each = math.ceil(stream / sharing)
     pre_time = pre_cycles * sharing / folds_each
     stream_time = stream_port / folds_each
     ideal = math.ceil(_total(arr, folds_each, pre, stream_each, skew))
-    real = _total(arr, folds_each, max(pre, pre_time), max(stream_each, stream_time), skew)
-    return real, ideal, folds_each * stream_each, sharing
+    first, each = max(pre, pre_time), max(stream_each, stream_time)
+    real = _total(arr, folds_each, first, each, skew)
+    return real, ideal, folds_each * stream_each, sharing, first, each
 
 
 def _total(arr, folds: int, pre: float, stream: float, skew: int) -> float:

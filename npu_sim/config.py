@@ -229,6 +229,9 @@ class HardwareConfig:
     cpu_baseline: CpuBaselineConfig
     driver_overhead_us: float
     area: AreaConfig | None = None  # optional section: only design-space exploration needs it
+    # The MAC array and the vector unit hand data over row by row (npu_sim/handoff.py): a
+    # command reading the other's output starts on the rows already finished.
+    row_handoff: bool = False
     schedule: ScheduleConfig = ScheduleConfig()
     operating_points: dict[str, OperatingPoint] = field(default_factory=dict)
     source: str = field(default="<dict>", compare=False)  # where it came from, not what it is
@@ -305,7 +308,7 @@ def _plain(obj: Any) -> Any:
 
 _TOP_KEYS = ("name", "description", "clock_mhz", "tosa", "mac_array", "vector_unit", "sram", "dma", "memories",
                  "placement", "energy", "cpu_baseline", "driver_overhead_us", "area", "schedule",
-             "operating_points")
+             "operating_points", "row_handoff")
 
 
 def _classes(c: _Checker, data: Any, path: str, classes: tuple) -> dict:
@@ -358,7 +361,8 @@ def _precision(c: _Checker, prec: dict, pairs: tuple) -> tuple[dict, dict]:
 
 def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareConfig:
     c = _Checker(source, ranged=True)
-    top = c.section(data, "", _TOP_KEYS, ("description", "area", "schedule", "operating_points"))
+    top = c.section(data, "", _TOP_KEYS, ("description", "area", "schedule", "operating_points",
+                                          "row_handoff"))
     num = c.number
 
     tosa = _tosa(c, top["tosa"])
@@ -504,6 +508,7 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
         clock_mhz=num(top["clock_mhz"], "clock_mhz"), tosa=tosa, mac_array=mac, vector_unit=vector, sram=sram,
         dma=dma, memories=memories, placement=placement, energy=energy, cpu_baseline=cpu,
         driver_overhead_us=num(top["driver_overhead_us"], "driver_overhead_us", zero_ok=True), area=area,
+        row_handoff=c.flag(top.get("row_handoff", False), "row_handoff"),
         schedule=schedule, operating_points=points,
         source=keep_source if keep_source is not None else source)
 

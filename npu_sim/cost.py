@@ -39,6 +39,11 @@ class Cost:
     reread: int = 0            # on-chip bytes read beyond its views' (operands re-streamed)
     traffic: tuple = ()        # (memory id, bytes read, bytes written) of its views
     port_cycles: int = 0       # of busy, the cycles its bytes occupy its ports (0: all of it)
+    # Row handoffs (npu_sim/handoff.py): cycles before the command first reads its streamed
+    # operand (the array's first preload), and the cycles over which it reads that operand's
+    # rows once, in order, and writes its output's rows finished, in order (0: not in rows).
+    lead_in: int = 0
+    window: int = 0
 
 
 def cmd_dtype(cmd: Compute) -> str:
@@ -218,7 +223,8 @@ class CostModel:
                                banks, sram)
         busy = max(busy, occupied, 1)
         return Cost(0, busy, (), macs=m * cols * k, fill=t.fill, stall=busy - t.ideal,
-                    banks=banks, bank_cycles=occupied, reread=max(t.traffic - unique, 0))
+                    banks=banks, bank_cycles=occupied, reread=max(t.traffic - unique, 0),
+                    lead_in=t.preload, window=t.stream)
 
     def _vector(self, cmd: Compute) -> Cost:
         work = VECTOR_WORK[cmd.op](cmd)
@@ -229,8 +235,9 @@ class CostModel:
         banks = banks_of(views, self.cfg.sram)
         occupied = bank_cycles(_bank_bytes(views, self.cfg.sram.bytes_per_cycle), banks,
                                self.cfg.sram)
-        return Cost(PIPELINE_LATENCY, max(cycles, occupied, 1), (), elements=sum(work.values()),
-                    vector=work, banks=banks, bank_cycles=occupied)
+        busy = max(cycles, occupied, 1)
+        return Cost(PIPELINE_LATENCY, busy, (), elements=sum(work.values()),
+                    vector=work, banks=banks, bank_cycles=occupied, window=busy)
 
     def host_with_work(self, cmd: Compute, elements: int) -> Cost:
         """A host command's cost once its run is known: control flow adds the elements its

@@ -113,14 +113,18 @@ class HazardChecker:
         # the very cycle another starts (events of the same instant) is no hazard.
         self.pending: dict[int, list[tuple[int, _Access, _Access, tuple[int, int]]]] = {}
 
-    def start(self, cmd, now: int) -> None:
+    def start(self, cmd, now: int, rows=()) -> None:
+        """`rows`: the commands in flight whose output it reads row by row as they finish
+        it (npu_sim/handoff.py), the one overlap a dependency allows."""
         mine: dict[int, list[_Access]] = {}
         for view, write in accesses(cmd):
             lo, hi = view.footprint()
             if lo >= hi:
                 continue
             acc = _Access(lo, hi, view, write, cmd)
-            for others in self.active.get(view.mem, {}).values():
+            for other_id, others in self.active.get(view.mem, {}).items():
+                if other_id in rows:
+                    continue
                 for other in others:
                     if (write or other.write) and lo < other.hi and other.lo < hi:
                         shared = shared_range(view, other.view)

@@ -30,12 +30,14 @@ from dataclasses import field
 
 import numpy as np
 
+from npu_sim.isa.commands import Compute
 from npu_sim.isa.dtypes import STORAGE, accepts, as_storage
 from npu_sim.isa.errors import InputError
 from npu_sim.isa.program import Program
 from npu_sim.isa.records import record
 
 from .cost import Cost, CostModel
+from .handoff import UNITS, handoff
 from .hazards import HazardChecker, enabled as hazards_enabled
 from .memory import Memories
 
@@ -133,9 +135,13 @@ class Machine:
         end = [0] * n
         env = Environment()
         hazards = HazardChecker(self.program) if self.check_hazards else None
-        # A command's completion event exists only once something has to wait for it.
+        commands = self.program.commands
+        # A command's completion event exists only once something has to wait for it; its
+        # planned event once a command reading its rows waits to know when it ends.
         done: list = [None] * n
         finished = [False] * n
+        planned: list = [None] * n
+        known = [False] * n
         waiting = [0] * n                        # processes waiting for each command's end
         ports = [None] + [Port(env) for _ in self.program.memories]
         # A bank is one port: FCFS reservations of its time, booked when a burst starts (the
@@ -147,7 +153,7 @@ class Machine:
             from .execute import execute          # only a run computing values executes
         plans: dict[int, tuple] = {}              # id(cost) -> _plan(cost); costs are shared
 
-        def engine(cmds, host: bool):
+        def engine(cmds, host: bool, rows_over: bool):
             issued = 0             # when the engine's front end finished the previous command
             # The engine's own clock. simpy's may lag it: a timeout whose end comes before
             # anything else is due is not yielded (see the module's docstring).
@@ -156,8 +162,26 @@ class Machine:
             for cmd in cmds:
                 i, deps = cmd.id, cmd.deps
                 ready = 0                   # when its last dependency ended
+                rows = None          # dependency it reads row by row -> cycles it may lead by
                 for d in deps:
                     if not finished[d]:
+                        # one of the other compute engine: its rows may be read as it finishes them
+                        prod = commands[d]
+                        lead_by = rows_over and type(prod) is Compute and prod.unit != cmd.unit \
+                            and handoff(cmd, costs[i], prod, costs[d])
+                        if lead_by:
+                            if rows is None:
+                                rows = {}
+                            rows[d] = lead_by
+                            if not known[d]:           # until its end is known
+                                if planned[d] is None:
+                                    planned[d] = event()
+                                yield planned[d]
+                                t = env.now
+                                crowded = True
+                            if end[d] - lead_by > ready:
+                                ready = end[d] - lead_by
+                            continue
                         if done[d] is None:
                             done[d] = event()
                         waiting[d] += 1
@@ -170,7 +194,7 @@ class Machine:
                         ready = end[d]
                 start[i] = t
                 if hazards is not None:
-                    hazards.start(cmd, t)
+                    hazards.start(cmd, t, rows or ())
                 host_done = False
                 if host:
                     # The host runs the operator first: its time depends on the work it did.
@@ -192,7 +216,15 @@ class Machine:
                 if wait < 0:
                     wait = 0
                 if bursts is None:              # neither ports nor banks: one timeout
-                    t += wait + busy
+                    t += wait
+                    if planned[i] is not None:     # its end is known: tell who waits, now
+                        if t > env.now:
+                            yield timeout(t - env.now)
+                        planned[i].succeed()
+                        crowded = True
+                    t += busy
+                    end[i] = t
+                    known[i] = True
                     if crowded or peek() <= t:
                         yield timeout(t - env.now)
                         crowded = False
@@ -205,7 +237,8 @@ class Machine:
                     # Long commands hold their ports and banks burst by burst, so concurrent
                     # ones share them instead of queueing behind each other whole; each burst
                     # books its banks for its share of the bank cycles once it has its ports.
-                    for length, occupy, hold in bursts:
+                    last = len(bursts) - 1
+                    for b, (length, occupy, hold) in enumerate(bursts):
                         for port in held:
                             if port.busy or port.queue or peek() <= t:
                                 if not port.busy and t > env.now:
@@ -228,6 +261,14 @@ class Machine:
                                 bank_free[k] = booked
                             if booked > until:
                                 until = booked
+                        if b == last:                  # its end is known from here
+                            if planned[i] is not None:
+                                if t > env.now:
+                                    yield timeout(t - env.now)
+                                planned[i].succeed()
+                                crowded = True
+                            end[i] = until
+                            known[i] = True
                         if held and hold < length:
                             # the memory has served this burst's bytes: others may use it
                             # while the DMA finishes at its own rate
@@ -270,7 +311,8 @@ class Machine:
                 yield timeout(t - env.now)
 
         for name, cmds in self.engines.items():
-            env.process(engine(cmds, values and name == "host"))
+            env.process(engine(cmds, values and name == "host",
+                               self.config.row_handoff and name in UNITS))
         env.run()
         start, end = np.array(start, dtype=np.int64), np.array(end, dtype=np.int64)
         result = SimResult(int(end.max()) if n else 0, start, end, costs,

@@ -9,6 +9,7 @@ import simpy
 
 from npu_sim import api
 from npu_sim.cost import CostModel
+from npu_sim.handoff import handoff
 from npu_sim.isa.commands import DmaCopy, DmaFill, dense
 from npu_sim.isa.program import Layer, Program
 from npu_sim.simulator import BURST_CYCLES, MAX_BURSTS, Machine, Port
@@ -23,6 +24,15 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
     n = len(costs)
     start, end, finished = [0] * n, [0] * n, [False] * n
     done = [None] * n
+    # row handoffs: a consumer waits until its producer's end is known, then for that end
+    # less its lead
+    planned, known, ends = [None] * n, [False] * n, [0] * n
+
+    def announce(i, t):
+        ends[i], known[i] = t, True
+        if planned[i] is not None:
+            planned[i].succeed()
+
     env = simpy.Environment()
     ports = [None] + [Port(env) for _ in program.memories]
     bank_free = [0] * config.sram.banks
@@ -31,18 +41,31 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
         issued = 0
         for cmd in cmds:
             i, c = cmd.id, costs[cmd.id]
+            rows = {}
             for d in cmd.deps:
-                if not finished[d]:
+                lead = 0 if finished[d] or not config.row_handoff else handoff(
+                    cmd, c, program.commands[d], costs[d])
+                if lead:
+                    rows[d] = lead
+                    if not known[d]:
+                        if planned[d] is None:
+                            planned[d] = env.event()
+                        yield planned[d]
+                elif not finished[d]:
                     if done[d] is None:
                         done[d] = env.event()
                     yield done[d]
             now = start[i] = env.now
             if cmd.deps:
-                issued = max(issued, max(end[d] for d in cmd.deps))
+                issued = max(issued, max(ends[d] - rows[d] if d in rows else end[d]
+                                         for d in cmd.deps))
             issued += c.setup - c.latency
             wait = max(0, issued + c.latency - now)
             if not c.ports and not c.bank_cycles:
-                yield env.timeout(wait + c.busy)
+                if wait:
+                    yield env.timeout(wait)
+                announce(i, env.now + c.busy)
+                yield env.timeout(c.busy)
             else:
                 if wait:
                     yield env.timeout(wait)
@@ -60,6 +83,8 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
                         for k in c.banks:
                             bank_free[k] = booked
                         until = max(until, booked)
+                    if b == bursts - 1:
+                        announce(i, until)
                     port = c.port_cycles if 0 < c.port_cycles < c.busy else c.busy
                     hold = port * (b + 1) // bursts - port * b // bursts
                     length = c.busy * (b + 1) // bursts - c.busy * b // bursts

@@ -1,0 +1,133 @@
+"""Row handoffs between the MAC array and the vector unit (npu_sim/handoff.py): a command
+reading the other engine's output starts on the rows already finished, never reads a row
+before it is, stays bit-exact and hazard-free (the suite checks every run), and only where
+it reads them in the order they are written."""
+import json
+
+import numpy as np
+import pytest
+
+from npu_sim import api
+from npu_sim.compiler.loader import load_bytes
+from npu_sim.cost import CostModel
+from npu_sim.handoff import handoff
+from npu_sim.hazards import HazardChecker
+from npu_sim.isa.commands import Compute, TensorView, dense
+from npu_sim.isa.errors import ConfigError, HazardError
+from npu_sim.isa.program import Layer, Program
+from ops_sim_support import conv_attr, const, mac_stage, np_conv2d, rand, scalar
+from oracle import DType, GraphBuilder
+
+
+@pytest.fixture(scope="module")
+def table_conv_table():
+    """TABLE -> 1x1 CONV2D + RESCALE -> TABLE on 256 tokens of 32 channels: the array reads
+    the vector unit's rows, then the vector unit the array's."""
+    rng = np.random.default_rng(41)
+    x = rand(rng, DType.INT8, (1, 256, 1, 32))
+    t1, t2 = rand(rng, DType.INT8, (256,)), rand(rng, DType.INT8, (256,))
+    wt = rand(rng, DType.INT8, (32, 1, 1, 32))
+    g = GraphBuilder()
+    xi = g.tensor(x.shape, DType.INT8, x)
+    mid = g.intermediate(x.shape, DType.INT8)
+    g.op("TABLE", [xi, const(g, t1, DType.INT8)], [mid])
+    acc = g.intermediate((1, 256, 1, 32), DType.INT32)
+    g.op("CONV2D", [mid, const(g, wt, DType.INT8), const(g, np.zeros(32, np.int32), DType.INT32),
+                    scalar(g, 0, DType.INT8), scalar(g, 0, DType.INT8)], [acc],
+         conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    ref = np_conv2d(t1[x.astype(np.int64) + 128], wt, (0, 0, 0, 0), (1, 1), (1, 1), 0, 0)
+    y = mac_stage(g, rng, acc, ref, ref.shape, mode="rescale", output=False)
+    out = g.output(x.shape, DType.INT8)
+    g.op("TABLE", [y, const(g, t2, DType.INT8)], [out])
+    return g.serialize(), dict(g.input_values), g.run(), out
+
+
+def _run(tosa, feed, handoff: bool):
+    # a narrow vector unit, so the array waits for its rows (not for its weights)
+    cfg = api.load_config("default").with_overrides({"row_handoff": handoff,
+                                                     "vector_unit.lanes": 8})
+    program = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
+    return program, api.simulate(program, cfg, feed)
+
+
+def test_each_engine_starts_on_the_others_finished_rows(table_conv_table):
+    tosa, feed, expected, out = table_conv_table
+    program, rows = _run(tosa, feed, True)
+    _, whole = _run(tosa, feed, False)
+    assert np.array_equal(rows.outputs[out], expected[out])
+    assert np.array_equal(whole.outputs[out], expected[out])
+    sim = rows.sim
+    cmds = program.commands
+    pairs = [(d, c.id) for c in cmds if isinstance(c, Compute) for d in c.deps
+             if isinstance(cmds[d], Compute) and cmds[d].unit != c.unit]
+    assert {(cmds[p].unit, cmds[c].unit) for p, c in pairs} == {("vector", "mac"),
+                                                                ("mac", "vector")}
+    costs = sim.costs
+    early = set()
+    for p, c in pairs:
+        work = sim.end[c] - costs[c].busy - costs[c].setup    # when its work began
+        # no earlier than its last row allows, and it ends after its producer
+        lead = handoff(cmds[c], costs[c], cmds[p], costs[p])
+        assert work >= sim.end[p] - lead and sim.end[c] > sim.end[p]
+        if work < sim.end[p]:
+            early.add((cmds[p].unit, cmds[c].unit))
+    assert early == {("vector", "mac"), ("mac", "vector")}
+    assert rows.report.cycles < whole.report.cycles
+    for p, c in pairs:
+        assert whole.sim.start[c] >= whole.sim.end[p]
+
+
+def _mac_reading(ifm: TensorView, ofm_addr: int = 4096) -> Compute:
+    return Compute(id=1, deps=(0,), unit="mac", op="conv2d",
+                   inputs={"ifm": ifm, "weights": dense(0, 8192, (32, 1, 1, 32), "int8")},
+                   outputs={"ofm": dense(0, ofm_addr, (16, 1, 1, 32), "int8")},
+                   attrs={"stride": (1, 1), "pad": (0, 0, 0, 0), "dilation": (1, 1),
+                          "input_zp": 0, "weight_zp": 0})
+
+
+def _lead(consumer: Compute) -> int:
+    producer = Compute(id=0, unit="vector", op="elementwise",
+                       inputs={"in0": dense(0, 2048, (16, 32), "int8")},
+                       outputs={"out": dense(0, 0, (16, 32), "int8")},
+                       attrs={"program": json.dumps([{"fn": "CAST", "args": ["in0"],
+                                                      "tables": [], "dtype": "int8"}])})
+    program = Program([], [1 << 20], [producer, consumer], [], [], [],
+                      [Layer("x", ["CLAMP"], "vector")])
+    costs = CostModel(api.load_config("default"), program.memories)
+    return handoff(consumer, costs.of(consumer), producer, costs.of(producer))
+
+
+def test_only_rows_read_in_the_order_they_are_written():
+    # a preload of the weights and the 16 rows' stream, less a row
+    assert _lead(_mac_reading(dense(0, 0, (16, 1, 1, 32), "int8"))) > 16
+    # the same bytes walked column by column (a transposed view)
+    transposed = TensorView(0, 0, (32, 1, 1, 16), (1, 32, 32, 32), "int8")
+    assert _lead(_mac_reading(transposed)) == 0
+    # writing over the rows it reads from: it waits for the whole command
+    assert _lead(_mac_reading(dense(0, 0, (16, 1, 1, 32), "int8"), ofm_addr=0)) == 0
+
+
+def test_hazard_checker_lets_a_handoff_overlap_and_nothing_else():
+    producer = Compute(id=0, unit="vector", op="elementwise", inputs={},
+                       outputs={"out": dense(0, 0, (16, 32), "int8")}, attrs={})
+    consumer = _mac_reading(dense(0, 0, (16, 1, 1, 32), "int8"))
+    program = Program([], [1 << 20], [producer, consumer], [], [], [],
+                      [Layer("x", ["CLAMP"], "vector")])
+    checker = HazardChecker(program)
+    checker.start(producer, 0)
+    checker.start(consumer, 10, rows={0: 20})
+    checker.end(producer, 30)
+    checker.end(consumer, 60)
+    checker = HazardChecker(program)
+    checker.start(producer, 0)
+    checker.start(consumer, 10)
+    with pytest.raises(HazardError, match="RAW hazard"):
+        checker.end(producer, 30)
+
+
+def test_presets_hand_rows_over_and_a_config_may_not():
+    for name in ("default", "edge-256", "large-8k"):
+        assert api.load_config(name).row_handoff
+    assert not api.load_config("tpu-v4-core").row_handoff
+    with pytest.raises(ConfigError, match="row_handoff: expected true or false"):
+        api.load_config("default").with_overrides({"row_handoff": 3})
