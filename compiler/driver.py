@@ -195,6 +195,9 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
         layer_of.append(count)
         count += emitted
     layers, read_before = [], {}
+    for name, reader in preloads.get(-1, []):     # packs the first step reads
+        emitter.layer = layer_of[reader]
+        lowering.preload(name)
     for index, step in enumerate(steps):
         try:
             if step.kind == "dma" and emits[index]:

@@ -74,6 +74,11 @@ class Lowering:
             self.em.prefetching = False
 
     def _preload(self, name: str):
+        if name in self.p.packs:                     # one copy of the whole pack
+            addr, size = self.p.packs[name]
+            self.em.copy(self.p.pack_home(name), dense(ONCHIP, addr, (size,), "int8"),
+                         self._channel("const"))
+            return
         dst = self.p.staged_copy(name)
         src = self.p.home(name)
         src = TensorView(src.mem, src.addr, dst.shape, src.strides, src.dtype)

@@ -6,7 +6,8 @@ the buffer. Each step's tiles use the rest: everything above the resident tensor
 that step, so a step with few live tensors gets a large workspace.
 
 Constants live with the weights; compiler/prefetch.py may also stage a copy of one on chip
-some steps before its use (`stage`), and then its readers see the copy.
+some steps before its use (`stage`), or one copy of several small ones laid out together in
+both places (`stage_pack`), and then their readers see the copy.
 """
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ class Placement:
         self.onchip_size = onchip_size
         self.resident_size = resident_size
         self.staged: dict[str, int] = {}      # constant -> address of its on-chip copy
+        # first constant of a pack -> (its copy's address on chip, bytes): the pack's
+        # constants lie together with the weights and on chip, so one copy stages them all
+        # (stage_pack, pack_home)
+        self.packs: dict[str, tuple[int, int]] = {}
+        self.pack_of: dict[str, str] = {}     # constant -> the first of its pack
         self.prefixes: dict[str, tuple[int, int]] = {}   # constant -> (address, leading rows)
         refused: set[str] = set()
         while True:
@@ -118,11 +124,42 @@ class Placement:
             self.staged[name] = addr
         else:
             self.prefixes[name] = (addr, rows)
-        end = align(addr + size)          # the new copy can only raise those steps' floors
+        self._raise_floors(first, last, align(addr + size))
+        return True
+
+    def _raise_floors(self, first: int, last: int, end: int):
+        """A new on-chip copy ending at `end` can only raise those steps' workspace floors."""
         for i in range(first, last + 1):
             top = max(self.workspaces[i][0], end)
             self.workspaces[i] = (top, self.onchip_size - top)
+
+    def stage_pack(self, names: list[str], first: int, last: int, limit: int) -> bool:
+        """Lay constants `names` out together, in this order, where the first of them lay
+        with the weights (the others keep their order), and reserve one on-chip copy of them
+        over steps [first, last], ending at or below `limit`; False when it does not fit."""
+        sizes = [align(max(self.graph.tensors[n].nbytes, 1)) for n in names]
+        addr = self._resident.place(sum(sizes), first, last, limit)
+        if addr is None:
+            return False
+        self._views.clear()
+        order = [n for _, n in sorted((loc.addr, n) for n, loc in self.loc.items() if
+                                      loc.mem == self.weights_id and self.graph.tensors[n].is_const)]
+        at = next(i for i, n in enumerate(order) if n in names)
+        rest = [n for n in order if n not in names]
+        cursor = 0
+        for name in rest[:at] + names + rest[at:]:
+            self.loc[name] = Location(self.weights_id, cursor)
+            cursor = align(cursor + max(self.graph.tensors[name].nbytes, 1))
+        for name in names:
+            self.staged[name] = addr + self.loc[name].addr - self.loc[names[0]].addr
+            self.pack_of[name] = names[0]
+        self.packs[names[0]] = (addr, sum(sizes))
+        self._raise_floors(first, last, align(addr + sum(sizes)))
         return True
+
+    def pack_home(self, lead: str) -> TensorView:
+        """The bytes of the pack `lead` begins with the weights (a later pack moves them)."""
+        return dense(self.weights_id, self.loc[lead].addr, (self.packs[lead][1],), "int8")
 
     def can_stage(self, name: str, first: int, last: int, limit: int,
                   rows: int | None = None) -> bool:
@@ -337,14 +374,23 @@ class Placement:
         return view if root == name else reshape_view(view, self.graph.tensors[name].shape)
 
     def const_segments(self):
-        """(mem, addr, bytes) of every constant placed in the weights memory."""
+        """(mem, addr, bytes) of every constant placed in the weights memory; a pack's as one
+        segment (one copy reads them all)."""
+        packs = {lead: bytearray(size) for lead, (_, size) in self.packs.items()}
         for name, loc in self.loc.items():
             t = self.graph.tensors[name]
             if t.is_const:
                 data = np.ascontiguousarray(t.data, dtype=t.data.dtype)
                 if t.dtype == "bool":
                     data = data.astype(np.uint8)
-                yield loc.mem, loc.addr, data.tobytes()
+                lead = self.pack_of.get(name)
+                if lead is None:
+                    yield loc.mem, loc.addr, data.tobytes()
+                    continue
+                at = loc.addr - self.loc[lead].addr
+                packs[lead][at:at + data.nbytes] = data.tobytes()
+        for lead, data in packs.items():
+            yield self.weights_id, self.loc[lead].addr, bytes(data)
 
 
 # Data-movement steps that are views of their input: their result need not exist when only

@@ -11,6 +11,8 @@ in boxes of whole leading rows (a weight tensor's output-channel slices) that is
 stage whole, or fits only too late to hide its load, gets its first boxes staged instead: as
 many as the steps before its reader leave the memory idle long enough to load, by their tile
 plans' estimates (compute time less transfer time, less what earlier preloads booked).
+Constants too small to be worth a DMA descriptor's setup each are staged in packs (`_packs`):
+laid out together, so one copy brings several in.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
     replaced: dict[tuple[int, str], int] = {}   # (step, constant) -> bytes of its tile buffers
     reads: dict[tuple[int, str], tuple] = {}    # (step, constant) -> (operand, plan, space)
     idle = [0.0] * n             # estimated cycles each step leaves the memories idle
+    spent = [0.0] * n            # estimated compute cycles of each step (its tile plan's)
     load: dict[str, float] = {}  # constant -> estimated cycles to load it
     for i, step in enumerate(steps):
         if step.kind == "dma":                  # room for its staged copies' buffers
@@ -46,6 +49,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
             continue
         need[i] = plan.working_set
         idle[i] = max(plan.cost - plan.transfer, 0.0)
+        spent[i] = plan.compute
         for opnd in space.inputs:
             if opnd.role in plan.buffers and graph.tensors[opnd.tensor].is_const:
                 key = (i, placement.root(opnd.tensor))
@@ -60,12 +64,17 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
             if graph.tensors[root].is_const and i not in readers.get(root, []):
                 readers.setdefault(root, []).append(i)
     outputs = {placement.root(n) for n in graph.outputs}
+    # Only what every reader loads through its tile buffers (per-tensor parameters are
+    # immediates in the commands, and other engines read constants where they live).
+    roots = [root for root, users in sorted(readers.items(), key=lambda item: item[1][0])
+             if root not in outputs and all((u, root) in replaced for u in users)]
     preloads: dict[int, list[tuple[str, int]]] = {}
-    for root, users in sorted(readers.items(), key=lambda item: item[1][0]):
-        # Only what every reader loads through its tile buffers (per-tensor parameters are
-        # immediates in the commands, and other engines read constants where they live).
-        if root in outputs or any((u, root) not in replaced for u in users):
+    packs = _packs(roots, readers, load, lowering.hw.dma.setup_cycles, spent)
+    packed = {root for group in packs for root in group}
+    for root in roots:
+        if root in packed:
             continue
+        users = readers[root]
         first, last = users[0], users[-1]
         cycles = load.get(root, 0.0)
         ceiling = [onchip - need[j] + replaced.get((j, root), 0) for j in range(n)]
@@ -89,7 +98,60 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
                 need[u] -= replaced.get((u, root), 0)
             preloads.setdefault(start, []).append((root, first))
             _use(idle, start, first, cycles)
+    for group in packs:          # in the room the others leave, which they need not share
+        _stage_pack(placement, group, readers, replaced, need, onchip, preloads)
+    for staged in preloads.values():          # a queue carries them in the order they are read
+        staged.sort(key=lambda item: item[1])
     return preloads
+
+
+def _packs(roots: list[str], readers: dict, load: dict, setup: int,
+           spent: list[float]) -> list[list[str]]:
+    """The constants to stage in packs: those whose loads are shorter than a DMA descriptor's
+    setup (a layer norm's scalars and vectors, a softmax's tables, small biases), laid out
+    together with the weights and on chip so that one copy loads them all. A queue of such
+    loads pays a setup each, one after another, and delays the loads behind it (the first
+    layer's weights); a pack pays one, but its first reader waits for all of it. So a pack
+    takes, in the order they are first read, at most one setup's worth of transfer, and only
+    constants read before their own setups would have come in: their first readers start, by
+    the tile plans' estimates of compute, within as many setups of the pack's first reader
+    as the pack holds constants. A pack must replace at least two loads."""
+    at, clock = [], 0.0                       # estimated start of each step, one after another
+    for cycles in spent:
+        at.append(clock)
+        clock += cycles
+    packs: list[list[str]] = []
+    group: list[str] = []
+    cycles = 0.0
+    for root in roots + [None]:
+        c = load.get(root, 0.0)
+        if root is not None and c > setup:
+            continue
+        if group and (root is None or cycles + c > setup or
+                      at[readers[root][0]] - at[readers[group[0]][0]] >= len(group) * setup):
+            if sum(len(readers[r]) for r in group) >= 2:
+                packs.append(group)
+            group, cycles = [], 0.0
+        if root is not None:
+            group.append(root)
+            cycles += c
+    return packs
+
+
+def _stage_pack(placement: Placement, group: list[str], readers: dict, replaced: dict,
+                need: list[int], onchip: int, preloads: dict) -> None:
+    """Stage a pack from the start to its last reader, if it fits: its copy then waits in
+    its queue only for the loads ahead of it, not for earlier steps to free its room."""
+    first = min(readers[r][0] for r in group)
+    last = max(readers[r][-1] for r in group)
+    limit = min(onchip - need[j] + sum(replaced.get((j, r), 0) for r in group)
+                for j in range(last + 1))
+    if placement.stage_pack(group, 0, last, limit):
+        for r in group:
+            for u in readers[r]:
+                need[u] -= replaced.get((u, r), 0)
+        # with the weights staged from the start (before the first step if it reads them)
+        preloads.setdefault(-1 if first == 0 else 0, []).append((group[0], first))
 
 
 def _use(idle: list[float], start: int, end: int, cycles: float):

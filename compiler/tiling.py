@@ -92,6 +92,7 @@ class TilePlan:
     cost: float                              # estimated cycles of the step
     transfer: float = 0.0                    # of which its busiest lane's transfers take
     padding: float = 0.0                     # of which bursts moving bytes no one needs take
+    compute: float = 0.0                     # its tiles' compute cycles, one after another
 
     @property
     def n_tiles(self) -> int:
@@ -347,7 +348,7 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
         if stream:
             time += compute / stream
         plans.append(TilePlan(sizes, tuple(order), counts, buffers, buffer_bytes,
-                              acc_bytes, working, time, cost, padding))
+                              acc_bytes, working, time, cost, padding, compute))
     return plans
 
 

@@ -1,6 +1,7 @@
 """Schedule optimisations pay where they should: weight prefetch (compiler/prefetch.py),
 cascading (compiler/cascade.py) and whole-row weight tiles (compiler/tiling.py), each compared
 with the same compiler without it, and staged weight prefixes stay bit-exact."""
+import json
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from npu_sim.compiler import driver as compiler_driver
 from npu_sim.compiler import lower as compiler_lower
 from npu_sim.compiler import placement as compiler_placement
+from npu_sim.compiler import prefetch as compiler_prefetch
 from npu_sim.compiler import tiling as compiler_tiling
 from npu_sim.compiler.emit import Emitter
 from npu_sim.compiler.placement import Placement, reshape_view
@@ -133,7 +135,10 @@ def test_loads_run_ahead_of_earlier_layers_stores_and_moves(monkeypatch):
     """ExecuTorch's attention block is 42 small dependent layers: each one's input and
     constants load from DRAM while earlier layers still compute, instead of queueing behind
     their stores, on-chip moves and the weights staged for later layers (compiler/emit.py
-    HoistingEmitter); the order stays hazard-free (the suite checks every run) and bit-exact."""
+    HoistingEmitter); the order stays hazard-free (the suite checks every run) and bit-exact.
+    Its small constants are left to each step's own loads here (no packs), as hoisting is
+    what moves those."""
+    monkeypatch.setattr(compiler_prefetch, "_packs", lambda *args: [])
     cfg = api.load_config("default")
     program = api.compile_model(ATTN_BLOCK, cfg, use_cache=False)
     first_compute = {}
@@ -148,6 +153,42 @@ def test_loads_run_ahead_of_earlier_layers_stores_and_moves(monkeypatch):
     monkeypatch.setattr(compiler_driver, "HoistingEmitter", Emitter)
     in_order = _timing(api.compile_model(ATTN_BLOCK, cfg, use_cache=False), cfg).cycles
     assert hoisted < 0.8 * in_order
+
+
+def test_small_constants_load_in_packs(monkeypatch):
+    """The attention block's layer norm reads eight constants of 1-256 bytes: staged as one
+    pack (laid out together in DRAM and on chip), they cost one DMA's setup instead of eight
+    in a row, and the first layer's weights queue behind one descriptor; bit-exact."""
+    cfg = api.load_config("default")
+    packed = api.compile_model(ATTN_BLOCK, cfg, use_cache=False)
+    monkeypatch.setattr(compiler_prefetch, "_packs", lambda *args: [])
+    separate = api.compile_model(ATTN_BLOCK, cfg, use_cache=False)
+
+    def loads_before_the_array(program):
+        first_mac = next(c.id for c in program.commands if getattr(c, "unit", "") == "mac")
+        return [c for c in program.commands[:first_mac]
+                if isinstance(c, DmaCopy) and c.src.mem != ONCHIP and c.engine == "dma1"]
+
+    assert len(loads_before_the_array(packed)) <= len(loads_before_the_array(separate)) - 6
+    assert _timing(packed, cfg).cycles < _timing(separate, cfg).cycles
+    desc = json.loads((DATA / "attn_block" / "desc.json").read_text())
+    x = np.load(DATA / "attn_block" / desc["ifm_file"][0])
+    out = api.simulate(packed, cfg, {desc["ifm_name"][0]: x}).outputs[desc["ofm_name"][0]]
+    assert np.array_equal(out, np.load(DATA / "attn_block" / desc["ofm_file"][0]))
+
+
+def test_a_pack_takes_one_setup_of_constants_read_before_their_own_setups_end():
+    setup = 32
+    readers = {"a": [0], "b": [1, 4], "c": [2], "w": [3], "d": [5], "e": [6], "f": [7]}
+    load = {"a": 8, "b": 8, "c": 8, "w": 200, "d": 20, "e": 4, "f": 4}
+    spent = [10, 10, 10, 500, 10, 10, 10, 10]        # each step's compute, by its plan
+    roots = list(readers)
+    # a, b, c together (w's load is longer than a setup: its own); d is read 530 cycles
+    # after a, long after its own setup, and would overflow the pack; d, e and f fit one
+    assert compiler_prefetch._packs(roots, readers, load, setup, spent) == [
+        ["a", "b", "c"], ["d", "e", "f"]]
+    # a pack must replace two loads at least
+    assert compiler_prefetch._packs(["a", "w"], readers, load, setup, spent) == []
 
 
 @pytest.mark.parametrize("config", ["default", "edge-256", "large-8k"])
