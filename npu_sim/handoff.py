@@ -67,7 +67,7 @@ def _ahead(cmd: Compute, reads: list[TensorView], c, prod: Compute, written: Ten
     # machine applies a command's results at its end (so the consumer ends after it)
     ahead = int(min(c.lead_in + c.window * (first - lo) / (hi - lo)
                     + p.window * (whi - first) / (whi - wlo) - p.window / rows,
-                    c.lead_in + c.window * (last - lo) / (hi - lo)))
+                    c.lead_in + c.window * (last - lo) / (hi - lo)) - _window_rows(cmd, c))
     first_write = c.setup + c.lead_in        # the consumer writes nothing before this
     held = (prod.inputs.get("weights") if prod.op != "matmul" else prod.inputs.get("b")) \
         if prod.unit == "mac" else None
@@ -89,7 +89,7 @@ def _operands(cmd: Compute) -> list[tuple[TensorView, bool]]:
 def _streamed(cmd: Compute) -> list[TensorView]:
     """The operands a command reads row by row, in order, as it starts: the array's
     activations of a 1x1 convolution or a matmul (not its weights, preloaded whole), any
-    data input of an elementwise chain or a reduction."""
+    data input of an elementwise chain, a reduction or a pool (a window of rows ahead)."""
     if cmd.unit == "mac":
         if cmd.op == "matmul":
             return [cmd.inputs["a"]]
@@ -98,17 +98,26 @@ def _streamed(cmd: Compute) -> list[TensorView]:
                 tuple(cmd.attrs.get("stride", (1, 1))) == (1, 1) and not any(cmd.attrs.get("pad", ())):
             return [cmd.inputs["ifm"]]
         return []
-    if cmd.op in ("elementwise", "reduce"):
+    if cmd.op in ("elementwise", "reduce", "max_pool2d", "avg_pool2d"):
         return [v for name, v in cmd.inputs.items() if name.startswith("in")]
     return []
 
 
+def _window_rows(cmd: Compute, cost) -> int:
+    """Cycles a pool reads ahead of an even pace through its input's rows: each output row
+    needs its window's rows (kernel, and a stride more, taken whole) as it starts."""
+    if cmd.op not in ("max_pool2d", "avg_pool2d"):
+        return 0
+    rows = cmd.inputs["in0"].shape[1]
+    return -(-cost.window * (cmd.attrs["kernel"][0] + cmd.attrs["stride"][0]) // rows)
+
+
 def _finished_rows(cmd: Compute) -> TensorView | None:
     """The output a command finishes row by row, in order, or None: the array's output stage
-    (not partial sums), an elementwise chain, a reduction along its innermost axis."""
+    (not partial sums), an elementwise chain or a pool, a reduction along its innermost axis."""
     if cmd.unit == "mac":
         return cmd.outputs.get("ofm")
-    if cmd.op == "elementwise":
+    if cmd.op in ("elementwise", "max_pool2d", "avg_pool2d"):
         return cmd.outputs["out"]
     if cmd.op == "reduce":
         shape = cmd.inputs["in0"].shape

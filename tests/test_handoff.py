@@ -107,6 +107,30 @@ def test_only_rows_read_in_the_order_they_are_written():
     assert _lead(_mac_reading(dense(0, 0, (16, 1, 1, 32), "int8"), ofm_addr=0)) == 0
 
 
+def test_a_pool_reads_its_window_of_rows_ahead():
+    """A 2x2 pool starts on an array command's finished rows, a window of rows later than an
+    even pace would; a global pool needs every row at once, so it waits for the whole."""
+    cfg = api.load_config("default")
+    conv = Compute(id=0, unit="mac", op="conv2d",
+                   inputs={"ifm": dense(0, 1 << 16, (1, 16, 16, 32), "int8"),
+                           "weights": dense(0, 1 << 17, (32, 1, 1, 32), "int8")},
+                   outputs={"ofm": dense(0, 0, (1, 16, 16, 32), "int8")},
+                   attrs={"stride": (1, 1), "pad": (0, 0, 0, 0), "dilation": (1, 1),
+                          "input_zp": 0, "weight_zp": 0})
+    costs = CostModel(cfg, [])
+
+    def lead(kernel, stride, out_hw):
+        pool = Compute(id=1, deps=(0,), unit="vector", op="avg_pool2d",
+                       inputs={"in0": conv.outputs["ofm"]},
+                       outputs={"out": dense(0, 3 << 16, (1, out_hw, out_hw, 32), "int8")},
+                       attrs={"kernel": kernel, "stride": stride, "pad": (0, 0, 0, 0),
+                              "input_zp": 0, "output_zp": 0})
+        return handoff(pool, costs.of(pool), conv, costs.of(conv))
+
+    assert 0 < lead((2, 2), (2, 2), 8) < costs.of(conv).window
+    assert lead((16, 16), (1, 1), 1) == 0
+
+
 def test_hazard_checker_lets_a_handoff_overlap_and_nothing_else():
     producer = Compute(id=0, unit="vector", op="elementwise", inputs={},
                        outputs={"out": dense(0, 0, (16, 32), "int8")}, attrs={})
