@@ -51,8 +51,11 @@ def test_prefetch_loads_weights_during_earlier_layers(ds_cnn, monkeypatch):
 
 
 def test_cascade_keeps_the_expanded_tensor_off_chip_memory(monkeypatch):
+    # 48 KiB: the expanded tensors do not fit beside their neighbours, so each one's round
+    # trip through DRAM is what the cascade saves (at 64 KiB it saves 4% of the reads and
+    # the two schedules tie within 0.1%)
     tosa, _ = zoo.build("mobilenet_v2", width=0.35, resolution=64, num_classes=16)
-    cfg = api.load_config("default").with_overrides({"sram.size": "64 KiB"})
+    cfg = api.load_config("default").with_overrides({"sram.size": "48 KiB"})
     cascaded = _timing(_compile(tosa, cfg), cfg)
     monkeypatch.setattr(compiler_driver, "fuse_producers", lambda graph, steps, *room: steps)
     separate = _timing(_compile(tosa, cfg), cfg)
