@@ -3,6 +3,7 @@ reading the other engine's output starts on the rows already finished, never rea
 before it is, stays bit-exact and hazard-free (the suite checks every run), and only where
 it reads them in the order they are written."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,3 +156,15 @@ def test_presets_hand_rows_over_and_a_config_may_not():
     assert not api.load_config("tpu-v4-core").row_handoff
     with pytest.raises(ConfigError, match="row_handoff: expected true or false"):
         api.load_config("default").with_overrides({"row_handoff": 3})
+
+
+@pytest.mark.parametrize("config", ["default", "large-8k"])
+def test_handoffs_never_take_attention_below_its_bound(config):
+    """ExecuTorch's attention block is one chain of MAC and vector layers, where the handoffs
+    overlap the most; the attainable bound counts each engine alone, so it stays below."""
+    cfg = api.load_config(config)
+    assert cfg.row_handoff
+    model = Path(__file__).parent / "data" / "attn_block" / "model.tosa"
+    report = api.simulate(api.compile_model(model, cfg, use_cache=False), cfg,
+                          timing_only=True).report
+    assert report.cycles >= report.roofline["attainable"]["cycles"] >= report.roofline["cycles"]
