@@ -10,10 +10,12 @@ import pytest
 from npu_sim.compiler import driver as compiler_driver
 from npu_sim.compiler import lower as compiler_lower
 from npu_sim.compiler import placement as compiler_placement
+from npu_sim.compiler import view_moves as compiler_view_moves
 from npu_sim.compiler import prefetch as compiler_prefetch
 from npu_sim.compiler import tiling as compiler_tiling
 from npu_sim.compiler.emit import Emitter
-from npu_sim.compiler.placement import Placement, reshape_view
+from npu_sim.compiler.placement import Placement
+from npu_sim.compiler.view_moves import reshape_view
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.commands import ONCHIP, DmaCopy, TensorView, dense
 from npu_sim.isa.errors import DoesNotFitError
@@ -222,7 +224,7 @@ def test_independent_moves_run_on_the_spare_dma_queues(monkeypatch):
     cfg = api.load_config("large-8k")
     tosa = zoo.build("transformer")[0]
     # q and v would be read in place by the matmuls (test_view_moves_...): all three moved
-    monkeypatch.setattr(compiler_placement, "MIN_COMPUTE_RUN", 1 << 30)
+    monkeypatch.setattr(compiler_view_moves, "MIN_COMPUTE_RUN", 1 << 30)
     program = _compile(tosa, cfg)
     index = {layer.name: i for i, layer in enumerate(program.layers)}
     moves = [index[f"layer0_attn_{n}_t"] for n in "qkv"]
@@ -283,11 +285,11 @@ def test_view_moves_read_by_moves_are_composed_into_their_readers(monkeypatch):
     assert not names & {"layer0_attn_q", "layer0_attn_q_t", "layer0_attn_v_t"}
     assert "layer0_attn_k_t" in names
     composed = _timing(program, cfg).cycles, _timing(transformer, cfg).cycles
-    monkeypatch.setattr(compiler_placement, "MIN_COMPUTE_RUN", 1 << 30)
+    monkeypatch.setattr(compiler_view_moves, "MIN_COMPUTE_RUN", 1 << 30)
     moved = (_timing(api.compile_model(ATTN_BLOCK, cfg, use_cache=False), cfg).cycles,
              _timing(_compile(tosa, cfg), cfg).cycles)
     assert all(c < m for c, m in zip(composed, moved))
-    monkeypatch.setattr(compiler_placement, "_view_moves",
+    monkeypatch.setattr(compiler_placement, "view_moves",
                         lambda graph, steps, alias: ({}, {}, set()))
     apart = (_timing(api.compile_model(ATTN_BLOCK, cfg, use_cache=False), cfg).cycles,
              _timing(_compile(tosa, cfg), cfg).cycles)
