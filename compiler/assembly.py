@@ -11,9 +11,9 @@ assembles only when that is cheaper.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from npu_sim.isa.commands import ONCHIP, TensorView, dense
+from npu_sim.isa.records import record
 
 from .allocate import align
 from .staging import MAX_BLOCKS, MIN_BLOCK_BYTES, dma_cycles, side_cycles
@@ -22,7 +22,7 @@ from .staging import MAX_BLOCKS, MIN_BLOCK_BYTES, dma_cycles, side_cycles
 # the output, (start, count) per dim.
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Assembly:
     axis: int                       # blocks split this dim of the output
     block: int                      # entries of it per block

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from npu_sim.isa.dtypes import itemsize
+from npu_sim.isa.records import record
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Operator:
         return f"{where}{self.op} -> {', '.join(self.outputs)}"
 
 
-@dataclass
+@record
 class Graph:
     tensors: dict[str, Tensor]
     operators: list[Operator]

@@ -17,9 +17,9 @@ and stages only when that is cheaper.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from npu_sim.isa.commands import ONCHIP, TensorView, dense
+from npu_sim.isa.records import record
 
 from .allocate import align
 
@@ -27,7 +27,7 @@ MAX_BLOCKS = 64            # bounds the commands of one move
 MIN_BLOCK_BYTES = 2048     # smaller blocks pay more in setup than they overlap
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stage:
     axis: int                       # blocks split this dim of the copy
     block: int                      # entries of it per block

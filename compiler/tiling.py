@@ -15,6 +15,7 @@ from typing import Callable
 
 from npu_sim.isa.commands import BURST_BYTES
 from npu_sim.isa.errors import DoesNotFitError
+from npu_sim.isa.records import record
 
 from .allocate import ALIGN, align
 
@@ -44,7 +45,7 @@ class Operand:
     lane: int = 0
 
 
-@dataclass
+@record
 class Production:
     """How a produced operand's boxes are computed: one command of `opcode`, whose kernel
     operands are the current views of other operands of the space (kernel name -> role);
@@ -191,23 +192,28 @@ def _operand_boxes(opnd: Operand, tiles) -> tuple[int, float]:
     """(largest buffer bytes, largest burst factor) of an operand's boxes over `tiles`:
     box_bytes() and burst_factor() in one pass over each box."""
     nbytes, factor = 0, 1.0
-    itemsize, shape = opnd.itemsize, opnd.shape
-    rank = len(shape)
+    itemsize, shape, box_of = opnd.itemsize, opnd.shape, opnd.box
+    rank, backwards = len(shape), shape[::-1]
     for tile in tiles:
-        box = opnd.box(tile)
+        box = box_of(tile)
         if len(box) != rank:                # (burst_factor() pairs the trailing dims only)
             nbytes = max(nbytes, box_bytes(box, itemsize))
             factor = max(factor, burst_factor(box, shape, itemsize))
             continue
-        count, run = itemsize, 0
-        for (_, size), full in zip(reversed(box), reversed(shape)):
+        count = itemsize
+        dims = zip(box[::-1], backwards)
+        for (_, size), full in dims:
             count *= size
-            if size != full and not run:
-                run = count or -1           # the run ends at the first partial dim
+            if size != full:                # the run ends at the first partial dim
+                run = count or -1
+                for (_, size), _ in dims:
+                    count *= size
+                break
+        else:
+            run = count
         aligned = (count + ALIGN - 1) // ALIGN * ALIGN
         if aligned > nbytes:
             nbytes = aligned
-        run = run or count
         if run > 0:
             burst = (-(-run // BURST_BYTES) * BURST_BYTES) / run
             if burst > factor:
@@ -264,16 +270,18 @@ def _order_positions(space: TileSpace, orders) -> list[tuple]:
     out = []
     for order in orders:
         at = {d: i for i, d in enumerate(order)}
-        out.append((order, [sorted(((at[d], d) for d in o.depends if d in at), reverse=True)
-                            for o in space.inputs if not o.on_chip]))
+        out.append((tuple(order), [sorted(((at[d], d) for d in o.depends if d in at),
+                                          reverse=True)
+                                   for o in space.inputs if not o.on_chip]))
     return out
 
 
-def _lanes(space: TileSpace) -> tuple[int, list[int], int]:
-    """(how many lanes the off-chip operands take, each off-chip input's lane among them, the
-    output's)."""
+def _lanes(space: TileSpace) -> tuple[int, list[tuple[str, float, int]], int]:
+    """(how many lanes the off-chip operands take, each off-chip input's (role, cycles per
+    byte, lane among them), the output's lane)."""
     lanes = sorted({o.lane for o in space.inputs + [space.output] if not o.on_chip})
-    return (len(lanes), [lanes.index(o.lane) for o in space.inputs if not o.on_chip],
+    return (len(lanes), [(o.role, o.cost_per_byte, lanes.index(o.lane))
+                         for o in space.inputs if not o.on_chip],
             lanes.index(space.output.lane) if not space.output.on_chip else 0)
 
 
@@ -281,7 +289,7 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
              tiles=None, boxes=None) -> TilePlan:
     """The plan of tile `sizes` in loop `order`; `boxes`: box_sizes() of its tiles, when the
     caller evaluates several orders of the same sizes."""
-    return _evaluate(space, sizes, _order_positions(space, [order]), tile_overhead,
+    return _evaluate(space, dict(sizes), _order_positions(space, [order]), tile_overhead,
                      boxes or box_sizes(space, tiles or _sample_tiles(space, sizes)),
                      space.work(sizes), _lanes(space))[0]
 
@@ -289,26 +297,26 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
 def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: float, boxes,
               work: float, lanes: tuple) -> list[TilePlan]:
     """evaluate() of each of `orders` (_order_positions()), given the boxes, the compute
-    cycles of one tile and the operands' _lanes()."""
-    sizes = dict(sizes)
+    cycles of one tile and the operands' _lanes(); the plans keep `sizes`."""
     counts = {d: -(-n // sizes[d]) for d, n in space.dims.items()}
     in_bytes, out_bytes, burst = boxes
     n_tiles = math.prod(counts.values())
     splits = counts.get(space.reduction, 1)
-    n_out = n_tiles // splits                   # the output tiles: all but the reduction's
     acc_bytes = 0
     if space.reduction and splits > 1:
         acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
     compute = n_tiles * work
     out = space.output
-    n_lanes, in_lanes, out_lane = lanes
-    ins = [(o.role, in_bytes[o.role], o.cost_per_byte, burst[o.role])
-           for o in space.inputs if not o.on_chip]
-    stream = counts[space.stream] if space.stream else 0
+    n_lanes, offchip, out_lane = lanes
+    ins = [(role, in_bytes[role], per_byte, burst[role], lane)
+           for role, per_byte, lane in offchip]
+    per_tile = n_tiles * tile_overhead
+    streamed = compute / counts[space.stream] if space.stream else 0.0
     # What does not depend on the order: the buffers' bytes (shared by the plans, read only)
     # and the output's stores.
-    buffer_bytes = {role: nbytes for role, nbytes, _, _ in ins}
+    buffer_bytes = {role: nbytes for role, nbytes, _, _, _ in ins}
     if not out.on_chip:
+        n_out = n_tiles // splits               # the output tiles: all but the reduction's
         buffer_bytes[out.role] = out_bytes
         out_count = 2 if n_out > 1 else 1
         out_cost = n_out * out_bytes * out.cost_per_byte * burst["<out>"]
@@ -319,16 +327,20 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
         for d in order:
             n *= counts[d]
             prefix.append(n)
-        buffers, working, padding = {}, 0, 0.0
+        buffers, working, padding = {}, acc_bytes, 0.0
         busy = [0.0] * n_lanes              # transfer cycles per lane
-        for (role, nbytes, per_byte, factor), lane, dims in zip(ins, in_lanes, positions):
+        for (role, nbytes, per_byte, factor, lane), dims in zip(ins, positions):
             loads = 1
             for i, d in dims:
                 if counts[d] > 1:
                     loads = prefix[i]
                     break
-            buffers[role] = count = 2 if loads > 1 else 1
-            working += count * nbytes
+            if loads > 1:
+                buffers[role] = 2
+                working += 2 * nbytes
+            else:
+                buffers[role] = 1
+                working += nbytes
             moved = loads * nbytes * per_byte
             busy[lane] += moved * factor
             padding += moved * (factor - 1)
@@ -337,17 +349,18 @@ def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: fl
             working += out_count * out_bytes
             busy[out_lane] += out_cost
             padding += out_padding
-        working += acc_bytes
         cost = max(busy) if busy else 0.0
         # Estimated time of a double-buffered pipeline: the slower of compute and transfer,
         # plus the part that cannot overlap (the first tile's loads, the last tile's compute
         # and store), plus a fixed cost per tile. One tile is fully serial; many tiles pay
         # per-tile overhead.
-        slow, fast = (cost, compute) if cost > compute else (compute, cost)
-        time = slow + fast / n_tiles + n_tiles * tile_overhead
-        if stream:
-            time += compute / stream
-        plans.append(TilePlan(sizes, tuple(order), counts, buffers, buffer_bytes,
+        if cost > compute:
+            time = cost + compute / n_tiles + per_tile
+        else:
+            time = compute + cost / n_tiles + per_tile
+        if streamed:
+            time += streamed
+        plans.append(TilePlan(sizes, order, counts, buffers, buffer_bytes,
                               acc_bytes, working, time, cost, padding, compute))
     return plans
 

@@ -12,6 +12,7 @@ from typing import NoReturn
 import numpy as np
 
 from npu_sim.isa.errors import UnsupportedError, ValidationError
+from npu_sim.isa.records import record
 
 from ..ir import Graph, Operator, Tensor
 
@@ -20,7 +21,7 @@ from ..ir import Graph, Operator, Tensor
 # Levels ([SPEC] tosa.xml <levels>)
 # --------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Level:
     name: str
     MAX_RANK: int
@@ -89,7 +90,7 @@ def normalize_level(level) -> Level:
     raise UnsupportedError(f"level '{level}': TOSA 1.0 defines the levels '8K' and 'none'")
 
 
-@dataclass
+@record
 class Config:
     profiles: frozenset
     extensions: frozenset

@@ -14,7 +14,7 @@ Shape templates:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from npu_sim.isa.records import record
 
 MAX = None          # rank bound: the level's MAX_RANK
 MAX_1 = "MAX-1"     # rank bound: MAX_RANK - 1
@@ -25,7 +25,7 @@ PRO_FP = "PRO-FP"       # the need of a PRO-FP type row (rows without a need are
 TYPE_VARS = ("in_t", "out_t", "in_out_t", "weight_t", "acc_t", "table_t", "index_t", "mode")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Arg:
     name: str
     type: str | None            # type variable (in_t, ...), a literal dtype, or None (op checks it)
@@ -42,7 +42,7 @@ class Arg:
         return tuple(int(t) if t.lstrip("-").isdigit() else t for t in self.shape.split(","))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Spec:
     inputs: tuple
     outputs: tuple
