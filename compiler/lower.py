@@ -37,7 +37,7 @@ class Lowering:
         self.port_cost = port_cost or memory_cost
         self._plans: dict[tuple, object] = {}
         self._candidates: dict[tuple, dict] = {}     # per space: its search levels' plans
-        self._boxes: dict[tuple, dict] = {}          # per step's shapes: its tiles' box sizes
+        self._boxes: dict[tuple, dict] = {}          # per steps' shape: their tiles' box sizes
         # Outputs of steps that hand data to or from a step on the other compute engine.
         self.handoffs = handoffs
         self.room_slack = room_slack
@@ -54,13 +54,16 @@ class Lowering:
         stream = row_dim(space) if step.output in self.handoffs else ""
         if stream:
             space = dataclasses.replace(space, stream=stream, levels={**space.levels, stream: 0})
-        shape = (step.output, tuple(o.on_chip for o in space.inputs), space.output.on_chip)
+        # Steps of one shape (repeated blocks) share their search: its boxes and compute
+        # cycles, and its plans where their operands live alike.
+        kind = (_shape_of(self.g, step), stream)
+        shape = kind + (tuple((o.on_chip, o.cost_per_byte, o.lane)
+                              for o in space.inputs + [space.output]),)
         key = shape + (budget,)
         if key not in self._plans:
             self._plans[key] = plan_tiles(space, budget, self.tile_overhead,
                                           self._candidates.setdefault(shape, {}),
-                                          self._boxes.setdefault((step.output, stream), {}),
-                                          self.room_slack)
+                                          self._boxes.setdefault(kind, {}), self.room_slack)
         return space, opcode, attrs, self._plans[key]
 
     def preload(self, name: str):
@@ -388,6 +391,44 @@ class Lowering:
         for k, v in op.attrs.items():
             attrs[k] = list(v) if isinstance(v, tuple) else v
         self.em.compute("host", "host", inputs, outputs, attrs)
+
+
+def _shape_of(graph, step: Step) -> tuple:
+    """What a step's tile space is built from: its operators and their attributes, each
+    tensor's shape, type and whether it is a constant, and which of them are the same tensor
+    (numbered in order of first use; a chain reading one tensor twice has one operand)."""
+    number: dict[str, int] = {}
+    out = [step.kind]
+
+    def tensor(name):
+        t = graph.tensors[name]
+        return number.setdefault(name, len(number)), t.shape, t.dtype, t.is_const, t.variable
+
+    def walk(s):
+        for op in [s.main, s.rescale, s.clamp] + list(s.chain):
+            if op is None:
+                out.append(None)
+                continue
+            out.append((op.op, tuple((k, _frozen(v)) for k, v in sorted(op.attrs.items())),
+                        tuple(map(tensor, op.inputs)), tuple(map(tensor, op.outputs))))
+        out.append(s.producer is not None)
+        if s.producer is not None:
+            walk(s.producer)
+    walk(step)
+    out.append(tensor(step.output))
+    return tuple(out)
+
+
+def _frozen(value):
+    """An attribute's value as a key: lists as tuples; what is neither hashable nor a list
+    by its identity (so it matches only itself)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(map(_frozen, value))
+    try:
+        hash(value)
+    except TypeError:
+        return ("object", id(value))
+    return value
 
 
 def _rows(view: TensorView, axis: int, first: int, count: int) -> TensorView:

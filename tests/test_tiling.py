@@ -89,3 +89,41 @@ def test_a_room_bound_search_splits_rows_in_columns(monkeypatch):
     rows = api.compile_model(load_bytes(tosa, "conv.tosa"), cfg)
     timing = [api.simulate(p, cfg, timing_only=True).report.cycles for p in (program, rows)]
     assert timing[0] < 0.7 * timing[1], timing
+
+
+@pytest.mark.parametrize("name,tosa", [(n, t) for n, t in _graphs() if n != "et_small_cnn"],
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_steps_of_one_shape_share_their_search(name, tosa, monkeypatch):
+    """Repeated blocks (DS-CNN's depthwise-separable layers, the transformer's layers) share
+    their search's boxes and plans (compiler/lower.py _shape_of); the program is the one each
+    step's own search gives."""
+    from npu_sim.compiler import lower
+    from npu_sim.isa.encoding import encode
+    cfg = api.load_config("edge-256")
+    shapes = []
+    shape_of = lower._shape_of
+
+    def record(graph, step):
+        shapes.append(shape_of(graph, step))
+        return shapes[-1]
+    monkeypatch.setattr(lower, "_shape_of", record)
+    shared = encode(api.compile_model(load_bytes(tosa, f"{name}.tosa"), cfg))
+    assert len(set(shapes)) < len(set(map(id, shapes))) and len(set(shapes)) > 1
+    monkeypatch.setattr(lower, "_shape_of", lambda graph, step: (step.output,))
+    assert encode(api.compile_model(load_bytes(tosa, f"{name}.tosa"), cfg)) == shared
+
+
+def test_a_chain_reading_one_tensor_twice_is_its_own_shape():
+    """x + x has one operand, x + y two: steps of equal shapes and types whose tensors alias
+    differently are not of one shape."""
+    from npu_sim.compiler import lower
+    from npu_sim.compiler.ir import Graph, Operator, Tensor
+    from npu_sim.compiler.steps import Step
+    tensors = {n: Tensor(n, (1, 8), "int32") for n in "xyzw"}
+    g = Graph(tensors, [], ["x", "y"], ["z", "w"])
+    twice = Operator("ADD", ["x", "x"], ["z"])
+    pair = Operator("ADD", ["x", "y"], ["w"])
+    same = lower._shape_of(g, Step("vector", twice, chain=[twice]))
+    assert same != lower._shape_of(g, Step("vector", pair, chain=[pair]))
+    assert same == lower._shape_of(g, Step("vector", Operator("ADD", ["y", "y"], ["w"]),
+                                           chain=[Operator("ADD", ["y", "y"], ["w"])]))
