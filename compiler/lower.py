@@ -92,10 +92,13 @@ class Lowering:
         cost = self.memory_cost(src.mem)
         chunk = max(PRELOAD_CHUNK_BYTES, PRELOAD_CHUNK_CYCLES / cost if cost else 0)
         per = max(1, int(chunk * rows // max(src.nbytes, 1)))
-        for first in range(0, rows, per):
+        # A long preload's chunks take the constants' queue and the spare ones in turn: one
+        # channel's rate can be below the memory's (large-8k: 128 B/cycle against HBM's 200).
+        queues = [self._channel("const")] + list(range(3, self.channels))
+        for k, first in enumerate(range(0, rows, per)):
             count = min(per, rows - first)
             self.em.copy(_rows(src, 0, first, count), _rows(dst, 0, first, count),
-                         self._channel("const"))
+                         queues[k % len(queues)])
 
     # DMA queues by role: activations, constants and stores stream on separate channels
     # when there are enough, so a store never blocks the next tile's prefetch.
