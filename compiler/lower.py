@@ -92,13 +92,17 @@ class Lowering:
         cost = self.memory_cost(src.mem)
         chunk = max(PRELOAD_CHUNK_BYTES, PRELOAD_CHUNK_CYCLES / cost if cost else 0)
         per = max(1, int(chunk * rows // max(src.nbytes, 1)))
-        # A long preload's chunks take the constants' queue and the spare ones in turn: one
-        # channel's rate can be below the memory's (large-8k: 128 B/cycle against HBM's 200).
-        queues = [self._channel("const")] + list(range(3, self.channels))
+        queues = self._preload_queues()
         for k, first in enumerate(range(0, rows, per)):
             count = min(per, rows - first)
             self.em.copy(_rows(src, 0, first, count), _rows(dst, 0, first, count),
                          queues[k % len(queues)])
+
+    def _preload_queues(self) -> list[int]:
+        """The queues a long preload's chunks take in turn: the constants' and those no role
+        takes, since one channel's rate can be below the memory's (large-8k: 128 B/cycle
+        against HBM's 200)."""
+        return [self._channel("const")] + list(range(3, self.channels))
 
     # DMA queues by role: activations, constants and stores stream on separate channels
     # when there are enough, so a store never blocks the next tile's prefetch.

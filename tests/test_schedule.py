@@ -521,3 +521,23 @@ def test_a_store_is_held_only_behind_loads_that_can_start_before_its_compute_end
     held = _timing(program, cfg).cycles
     monkeypatch.setattr(Emitter, "_waits", lambda self, ids, queue: False)
     assert held < 0.95 * _timing(_compile(tosa, cfg), cfg).cycles
+
+
+def test_a_long_preload_takes_the_spare_dma_queues_too(monkeypatch):
+    """large-8k's DMA channel moves 128 B/cycle, HBM 200: a staged FFN weight's chunks take the
+    constants' queue and the spare fourth one in turn, and the network runs faster for it
+    than with every chunk on one queue."""
+    cfg = api.load_config("large-8k")
+    tosa = zoo.build("transformer", d_model=256, heads=4, d_ff=1024)[0]
+
+    def chunk_queues(program):
+        return {c.channel for c in program.commands if isinstance(c, DmaCopy)
+                and c.src.mem != ONCHIP and c.dst.mem == ONCHIP and c.src.nbytes >= 16 * 1024}
+
+    spread = _compile(tosa, cfg)
+    assert chunk_queues(spread) == {1, 3}
+    monkeypatch.setattr(compiler_lower.Lowering, "_preload_queues",
+                        lambda self: [self._channel("const")])
+    single = _compile(tosa, cfg)
+    assert chunk_queues(single) == {1}
+    assert _timing(spread, cfg).cycles < _timing(single, cfg).cycles
