@@ -102,7 +102,7 @@ class Lowering:
         """The queues a long preload's chunks take in turn: the constants' and those no role
         takes, since one channel's rate can be below the memory's (large-8k: 128 B/cycle
         against HBM's 200)."""
-        return [self._channel("const")] + list(range(3, self.channels))
+        return [self._channel("const")] + self._spare_queues()
 
     # DMA queues by role: activations, constants and stores stream on separate channels
     # when there are enough, so a store never blocks the next tile's prefetch.
@@ -111,6 +111,10 @@ class Lowering:
         if role == "store":
             return 2 % self.channels if self.channels > 2 else 0
         return (1 % self.channels) if role == "const" else 0
+
+    def _spare_queues(self) -> list[int]:
+        """The queues no role takes: a fourth channel and beyond."""
+        return list(range(3, self.channels))
 
     def lower(self, step: Step, workspace: tuple[int, int]) -> int:
         """Emit the commands of one step. Its tile buffers go in `workspace` (base, size)."""
@@ -292,7 +296,7 @@ class Lowering:
         """The queue of a data-movement step's unstaged copies: the activations' queue, and in
         turn with it the queues no role takes (a fourth channel and beyond), so independent
         moves (the SLICEs of q, k and v) run side by side instead of one after another."""
-        queues = [self._channel("act")] + list(range(3, self.channels))
+        queues = [self._channel("act")] + self._spare_queues()
         return queues[self._moves % len(queues)]
 
     def staging_need(self, step: Step, budget: int) -> int:
