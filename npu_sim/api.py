@@ -62,12 +62,19 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
         from npu_sim.compiler.ir import Graph      # only here: a cached run needs no compiler
         if isinstance(model, Graph):
             return _compile(model, config)
-    data = _read_file(model, "a .tosa file", ((4, b"TOSA"), (4, b"TFL3")))
-    k = cache.key(data, config) if use_cache else None
-    program = cache.load(k) if k else None
+    data = program = None
+    if use_cache:               # a cached program's model is known by its kept digest
+        digest, st = cache.kept_digest(model)
+        if digest is None:
+            data = _read_file(model, "a .tosa file", ((4, b"TOSA"), (4, b"TFL3")))
+            digest = cache.model_digest(data, st)
+        k = cache.key(digest, config)
+        program = cache.load(k)
     if program is None:
+        if data is None:
+            data = _read_file(model, "a .tosa file", ((4, b"TOSA"), (4, b"TFL3")))
         program = _compile(load_graph(data, str(model)), config)
-        if k:
+        if use_cache:
             cache.store(k, program)
     program.meta["model"] = Path(model).stem
     return program

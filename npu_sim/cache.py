@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
@@ -77,8 +78,46 @@ def _sources(folder: str, cut: int, found: list) -> None:
                 found.append((e.path, e.path[cut:].replace(os.sep, "/"), e.stat()))
 
 
-def key(model_bytes: bytes, config) -> str:
-    h = hashlib.sha256(model_bytes)
+def kept_digest(path) -> tuple[str | None, os.stat_result | None]:
+    """The SHA-256 of a model file's bytes as kept by model_digest for the file's identity and
+    stats (None when not kept), and those stats (None when it is not a regular file).
+
+    Reading and hashing a 4 MB model was a twentieth of a cached run's time, which needs only
+    its digest. Kept under its device, inode, size and modification and change times: a
+    rewrite changes the change time, which no call can set back."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None, None
+    if not stat.S_ISREG(st.st_mode):
+        return None, None
+    root = cache_dir()
+    if root is None:
+        return None, st
+    try:
+        digest = _digest_memo(root, st).read_text()
+    except OSError:
+        return None, st
+    return (digest, st) if len(digest) == 64 else (None, st)
+
+
+def model_digest(data: bytes, st: os.stat_result | None) -> str:
+    """The SHA-256 of a model's bytes, kept for kept_digest when `st` (its file's stats)."""
+    digest = hashlib.sha256(data).hexdigest()
+    root = cache_dir()
+    if root is not None and st is not None:
+        _write(_digest_memo(root, st), digest.encode())
+    return digest
+
+
+def _digest_memo(root: Path, st: os.stat_result) -> Path:
+    ident = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
+    return root / "models" / hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+
+def key(model_digest: str, config) -> str:
+    """The cache key of a model (its bytes' SHA-256, hex) compiled for `config`."""
+    h = hashlib.sha256(model_digest.encode())
     h.update(config.fingerprint().encode())
     h.update(compiler_version().encode())
     return h.hexdigest()

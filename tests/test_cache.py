@@ -25,3 +25,20 @@ def test_source_hash_is_kept_by_the_files_stats_and_equals_the_content_hash(tmp_
     memos[0].write_text("?")
     assert _version(monkeypatch, str(tmp_path)) == computed
     assert memos[0].read_text() == computed
+
+
+def test_model_digest_is_kept_by_the_files_stats_and_a_rewrite_is_seen(tmp_path, monkeypatch):
+    import hashlib
+    import time
+    monkeypatch.setenv("NPU_SIM_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "m.tosa"
+    model.write_bytes(b"TOSA one")
+    assert cache.kept_digest(model)[0] is None                 # not kept yet
+    data = model.read_bytes()
+    digest = cache.model_digest(data, cache.kept_digest(model)[1])
+    assert digest == hashlib.sha256(data).hexdigest()
+    assert cache.kept_digest(model)[0] == digest
+    time.sleep(0.05)                   # past the file system's timestamp granularity
+    model.write_bytes(b"TOSA two")                             # the same size, rewritten
+    assert cache.kept_digest(model)[0] is None
+    assert cache.kept_digest(tmp_path) == (None, None)         # not a regular file
