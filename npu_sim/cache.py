@@ -4,7 +4,8 @@ Users rerun the same model on the same config many times (inputs, reports, sweep
 run-time options); compiling is then skipped. The key includes a hash of the compiler's and the
 ISA's source, so a changed compiler does not reuse an old program. That hash is kept by the
 files' sizes and modification times, so an edit that restores both (or a copy with normalised
-times) is not seen (clear the cache then). NPU_SIM_CACHE=off disables it;
+times) is not seen (clear the cache then). A model's digest is kept likewise, by its file's
+device, inode, size and modification and change times. NPU_SIM_CACHE=off disables it;
 NPU_SIM_CACHE=DIR moves it (default ~/.cache/npu-sim).
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
@@ -78,6 +80,9 @@ def _sources(folder: str, cut: int, found: list) -> None:
                 found.append((e.path, e.path[cut:].replace(os.sep, "/"), e.stat()))
 
 
+RACY_NS = 2_000_000_000
+
+
 def kept_digest(path) -> tuple[str | None, os.stat_result | None]:
     """The SHA-256 of a model file's bytes as kept by model_digest for the file's identity and
     stats (None when not kept), and those stats (None when it is not a regular file).
@@ -105,7 +110,10 @@ def model_digest(data: bytes, st: os.stat_result | None) -> str:
     """The SHA-256 of a model's bytes, kept for kept_digest when `st` (its file's stats)."""
     digest = hashlib.sha256(data).hexdigest()
     root = cache_dir()
-    if root is not None and st is not None:
+    # Not kept for a file changed in the last RACY_NS: a rewrite within the file system's
+    # clock tick (milliseconds) would leave its stats as they were.
+    if (root is not None and st is not None
+            and time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > RACY_NS):
         _write(_digest_memo(root, st), digest.encode())
     return digest
 

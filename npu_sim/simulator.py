@@ -87,6 +87,24 @@ class SimResult:
     state: dict[str, np.ndarray] = field(default_factory=dict)   # variables after the run
 
 
+def _alarm(env):
+    """An engine's timeouts, one pending at a time: timeout(when) is env.timeout(when -
+    env.now), but one event rescheduled with the heap entry simpy's Timeout pushes (a Timeout
+    per yield was 4% of a cached MobileNetV2 run's instructions). Where simpy's Environment
+    keeps its queue otherwise (a release other than 4.1's), its own Timeout."""
+    queue, eid = getattr(env, "_queue", None), getattr(env, "_eid", None)
+    if not isinstance(queue, list) or eid is None:
+        return lambda when: env.timeout(when - env.now)
+    alarm = env.event()
+    alarm._ok, alarm._value = True, None
+
+    def timeout(when):
+        alarm.callbacks = []
+        heappush(queue, (when, NORMAL, next(eid), alarm))
+        return alarm
+    return timeout
+
+
 class Machine:
     def __init__(self, program: Program, config, check_hazards: bool | None = None):
         self.program, self.config = program, config
@@ -150,7 +168,6 @@ class Machine:
         # same order a one-port simpy resource would serve, without its events).
         bank_free = [0] * self.config.sram.banks
         peek, event = env.peek, env.event
-        queue, eid = env._queue, env._eid
         values = mem is not None
         if values:
             from .execute import execute          # only a run computing values executes
@@ -162,17 +179,7 @@ class Machine:
             # anything else is due is not yielded (see the module's docstring).
             t = 0
             crowded = False
-            # Its timeouts, one pending at a time: one event rescheduled, each as
-            # env.timeout(when - env.now) would be (making a Timeout per yield was 4% of
-            # a cached MobileNetV2 run's instructions).
-            alarm = event()
-            alarm._ok, alarm._value = True, None
-
-            def timeout(when):
-                alarm.callbacks = []
-                heappush(queue, (when, NORMAL, next(eid), alarm))
-                return alarm
-
+            timeout = _alarm(env)
             for cmd in cmds:
                 i, deps = cmd.id, cmd.deps
                 ready = 0                   # when its last dependency ended

@@ -37,8 +37,12 @@ def test_model_digest_is_kept_by_the_files_stats_and_a_rewrite_is_seen(tmp_path,
     data = model.read_bytes()
     digest = cache.model_digest(data, cache.kept_digest(model)[1])
     assert digest == hashlib.sha256(data).hexdigest()
+    assert cache.kept_digest(model)[0] is None                 # just written: not kept
+    monkeypatch.setattr(cache, "RACY_NS", -1 << 62)            # as if written long ago
+    cache.model_digest(data, cache.kept_digest(model)[1])
     assert cache.kept_digest(model)[0] == digest
     time.sleep(0.05)                   # past the file system's timestamp granularity
     model.write_bytes(b"TOSA two")                             # the same size, rewritten
     assert cache.kept_digest(model)[0] is None
     assert cache.kept_digest(tmp_path) == (None, None)         # not a regular file
+

@@ -171,3 +171,18 @@ def programs():
 ])
 def test_a_network_schedules_as_with_every_timeout_yielded(programs, preset, overrides):
     _same_schedule(programs[preset], api.load_config(preset).with_overrides(overrides))
+
+
+def test_simpys_own_timeouts_give_the_reused_alarms_schedule(monkeypatch):
+    """The engines reschedule one event for their timeouts (simulator._alarm), and fall back
+    to a simpy Timeout per yield where simpy keeps its queue otherwise: both schedule alike."""
+    from npu_sim import simulator
+    cfg = api.load_config("edge-256")
+    program = api.compile_model(MODEL, cfg)
+
+    def timing():
+        result = api.simulate(program, cfg, timing_only=True)
+        return result.report.to_json(), result.sim.start.tolist(), result.sim.end.tolist()
+    alarm = timing()
+    monkeypatch.setattr(simulator, "_alarm", lambda env: lambda when: env.timeout(when - env.now))
+    assert timing() == alarm
