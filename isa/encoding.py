@@ -4,7 +4,12 @@ Layout (little-endian):
   header   b"NPUB", u16 major, u16 minor, u32 section count
   sections u32 tag, u64 length, u32 CRC-32 of the payload, payload; tags: META (JSON),
            CMDS (binary commands), SEGS (image), each exactly once
-Commands are encoded field by field with typed values, so a reader needs no Python pickles.
+CMDS     tables, each a u32 count and distinct entries: strings (u32 length, UTF-8), layouts
+         (u8 rank, shape, strides), views (mem, addr, dtype, layout), attribute blocks (names
+         and typed values: a reader needs no Python pickles), compute signatures (unit,
+         opcode, input and output names); a u32 count and one fixed-size record a command,
+         indexing the tables (_COMMAND); then, each a u32 count and values in command order,
+         every command's dependencies and every compute's operand views (inputs, outputs)
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from .opcodes import check
 from .program import Binding, Layer, Program, Segment
 
 MAGIC = b"NPUB"
-VERSION = (3, 0)          # 3.0: a CRC-32 per section; 2.0: a string table, one record per view
+VERSION = (4, 0)   # 4.0: tables of views, attribute blocks and compute signatures; 3.0: CRC-32s
 _SECTIONS = (b"META", b"CMDS", b"SEGS")
 _UNITS = ["mac", "vector", "host"]
 _KIND_COPY, _KIND_FILL, _KIND_COMPUTE = 1, 2, 3
@@ -29,53 +34,72 @@ _T_INT, _T_BOOL, _T_STR, _T_INTS, _T_FLOAT, _T_NONE = range(6)
 
 
 class _Writer:
-    """Writes typed fields; strings go to a table and are written as indices into it."""
+    """Writes the commands as fixed-size records, their dependencies and operands as arrays;
+    strings, layouts (a view's shape and strides), views, attribute blocks and compute
+    signatures go to tables, each distinct one once (keyed by its bytes, so 1 and True stay
+    apart), and are written as indices into them."""
 
     def __init__(self):
-        self.buf = io.BytesIO()
+        self.records = io.BytesIO()
+        self.deps: list[int] = []
+        self.operands: list[int] = []
         self.strings: dict[str, int] = {}
+        self.layouts: dict[bytes, int] = {}
+        self.views: dict[bytes, int] = {}
+        self.blocks: dict[bytes, int] = {}
+        self.signatures: dict[bytes, int] = {}
 
-    def pack(self, fmt, *values):
-        self.buf.write(struct.pack("<" + fmt, *values))
+    def command(self, kind, c, channel=0, x=0, y=0, value=0):
+        self.records.write(_COMMAND.pack(kind, c.id, c.layer, len(c.deps), channel, x, y, value))
+        self.deps += c.deps
 
-    def string(self, s: str):
-        self.pack("I", self.strings.setdefault(s, len(self.strings)))
+    def string(self, s: str) -> int:
+        return self.strings.setdefault(s, len(self.strings))
 
-    def ints(self, values):
-        self.pack("H", len(values))
-        self.pack(f"{len(values)}q", *values)
-
-    def view(self, v: TensorView):
+    def view(self, v: TensorView) -> int:
         rank = len(v.shape)
-        self.pack(f"BQBB{2 * rank}q", v.mem, v.addr, DTYPES[v.dtype].code, rank, *v.shape,
-                  *v.strides)
+        layout = struct.pack(f"<B{2 * rank}q", rank, *v.shape, *v.strides)
+        key = _VIEW.pack(v.mem, v.addr, DTYPES[v.dtype].code,
+                         self.layouts.setdefault(layout, len(self.layouts)))
+        return self.views.setdefault(key, len(self.views))
 
-    def table(self) -> bytes:
-        out = io.BytesIO()
-        out.write(struct.pack("<I", len(self.strings)))
+    def block(self, attrs: dict) -> int:
+        key = struct.pack("<B", len(attrs)) + b"".join(
+            struct.pack("<I", self.string(name)) + self.value(x) for name, x in attrs.items())
+        return self.blocks.setdefault(key, len(self.blocks))
+
+    def signature(self, c: Compute) -> int:
+        names = [[self.string(n) for n in group] for group in (c.inputs, c.outputs)]
+        key = struct.pack(f"<BIB{len(names[0])}IB{len(names[1])}I", _UNITS.index(c.unit),
+                          self.string(c.op), len(names[0]), *names[0], len(names[1]), *names[1])
+        return self.signatures.setdefault(key, len(self.signatures))
+
+    def value(self, x) -> bytes:
+        if x is None:
+            return struct.pack("<B", _T_NONE)
+        if isinstance(x, bool):
+            return struct.pack("<BB", _T_BOOL, x)
+        if isinstance(x, int):
+            return struct.pack("<Bq", _T_INT, x)
+        if isinstance(x, float):
+            return struct.pack("<Bd", _T_FLOAT, x)
+        if isinstance(x, str):
+            return struct.pack("<BI", _T_STR, self.string(x))
+        if isinstance(x, (tuple, list)):
+            return struct.pack(f"<BH{len(x)}q", _T_INTS, len(x), *(int(i) for i in x))
+        raise ProgramError(f"cannot encode attribute value {x!r}")
+
+    def payload(self, count: int) -> bytes:
+        out = [struct.pack("<I", len(self.strings))]
         for s in self.strings:               # insertion order = index order
             b = s.encode()
-            out.write(struct.pack("<I", len(b)))
-            out.write(b)
-        return out.getvalue()
-
-    def value(self, x):
-        if x is None:
-            self.pack("B", _T_NONE)
-        elif isinstance(x, bool):
-            self.pack("BB", _T_BOOL, x)
-        elif isinstance(x, int):
-            self.pack("Bq", _T_INT, x)
-        elif isinstance(x, float):
-            self.pack("Bd", _T_FLOAT, x)
-        elif isinstance(x, str):
-            self.pack("B", _T_STR)
-            self.string(x)
-        elif isinstance(x, (tuple, list)):
-            self.pack("B", _T_INTS)
-            self.ints([int(i) for i in x])
-        else:
-            raise ProgramError(f"cannot encode attribute value {x!r}")
+            out += [struct.pack("<I", len(b)), b]
+        for table in (self.layouts, self.views, self.blocks, self.signatures):
+            out += [struct.pack("<I", len(table)), *table]
+        out += [struct.pack("<I", count), self.records.getvalue(),
+                struct.pack(f"<I{len(self.deps)}q", len(self.deps), *self.deps),
+                struct.pack(f"<I{len(self.operands)}I", len(self.operands), *self.operands)]
+        return b"".join(out)
 
 
 _STRUCTS: dict[str, struct.Struct] = {}
@@ -88,25 +112,20 @@ def _struct(fmt: str) -> struct.Struct:
     return s
 
 
-_U32, _I64, _F64 = struct.Struct("<I"), struct.Struct("<q"), struct.Struct("<d")
-_VIEWS = [struct.Struct(f"<BQBB{2 * rank}q") for rank in range(9)]
-_VIEW_HEAD = 11            # a view's bytes before its shape and strides (8 bytes each a dim)
+# kind, id, layer, dependency count, channel, x, y, value: a copy's x and y are its source and
+# destination views, a fill's y its destination and value its value, a compute's x and y its
+# signature and attribute block; the fields a kind does not use are 0
+_COMMAND = struct.Struct("<BIiHBIIq")
+_VIEW = struct.Struct("<BQBI")           # mem, addr, dtype code, layout
 
 
 class _Reader:
-    """Sequential reader of the string table and the sections' framing; struct.error on a
-    short buffer is reported as a truncated program (the commands: _decode_commands)."""
+    """Sequential reader of the tables and the sections' framing; struct.error on a short
+    buffer is reported as a truncated program."""
 
-    def __init__(self, data: bytes):
-        self.data, self.pos = memoryview(data), 0      # constant segments stay views
+    def __init__(self, data):
+        self.data, self.pos = data, 0      # constant segments stay views of a memoryview
         self.strings: list[str] = []
-
-    def read_table(self):
-        (n,) = self.unpack("I")
-        for _ in range(n):
-            (size,) = self.unpack("I")
-            self.strings.append(str(self.data[self.pos:self.pos + size], "utf-8"))
-            self.pos += size
 
     def unpack(self, fmt):
         s = _struct(fmt)
@@ -114,206 +133,131 @@ class _Reader:
         self.pos += s.size
         return values
 
+    def byte(self) -> int:
+        return self.unpack("B")[0]
+
+    def take(self, size: int):
+        """The next `size` bytes (struct.error if fewer are left)."""
+        if self.pos + size > len(self.data):
+            raise struct.error("unexpected end of data")
+        self.pos += size
+        return self.data[self.pos - size:self.pos]
+
+    def array(self, code: str) -> tuple:
+        """A u32 count, then that many values of struct type `code` (8 bytes at most)."""
+        (n,) = self.unpack("I")
+        return struct.unpack(f"<{n}{code}", self.take(n * struct.calcsize("<" + code)))
+
+    def read_strings(self):
+        for _ in range(self.unpack("I")[0]):
+            (size,) = self.unpack("I")
+            self.strings.append(str(self.take(size), "utf-8"))
+
+    def views(self) -> list[TensorView]:
+        """The layouts' table (shapes and strides), then the views': fixed-size records, built
+        in one comprehension, as a program holds thousands."""
+        shapes, strides = [], []
+        for _ in range(self.unpack("I")[0]):
+            rank = self.byte()
+            dims = self.unpack(f"{2 * rank}q")
+            shapes.append(dims[:rank])
+            strides.append(dims[rank:])
+        (n,) = self.unpack("I")
+        names = {code: d.name for code, d in BY_CODE.items()}
+        # tuple.__new__: the named tuple's own __new__ is a Python call per view
+        return [tuple.__new__(TensorView, (mem, addr, shapes[k], strides[k], names[code]))
+                for mem, addr, code, k in _VIEW.iter_unpack(self.take(n * _VIEW.size))]
+
+    def value(self):
+        tag = self.byte()
+        if tag == _T_INT:
+            return self.unpack("q")[0]
+        if tag == _T_INTS:
+            return self.unpack(f"{self.unpack('H')[0]}q")
+        if tag == _T_STR:
+            return self.strings[self.unpack("I")[0]]
+        if tag == _T_BOOL:
+            return bool(self.byte())
+        if tag == _T_NONE:
+            return None
+        if tag == _T_FLOAT:
+            return self.unpack("d")[0]
+        raise ProgramError(f"corrupt program: unknown value tag {tag}")
+
+    def block(self) -> dict:
+        return {self.strings[self.unpack("I")[0]]: self.value() for _ in range(self.byte())}
+
+    def signature(self) -> tuple:
+        unit, op = _UNITS[self.byte()], self.strings[self.unpack("I")[0]]
+        inputs, outputs = (tuple(self.strings[i] for i in self.unpack(f"{self.byte()}I"))
+                           for _ in range(2))
+        return unit, op, inputs, outputs, len(inputs) + len(outputs)
+
+    def table(self, read) -> list:
+        return [read() for _ in range(self.unpack("I")[0])]
+
 
 def _encode_commands(commands) -> bytes:
     w = _Writer()
-    w.pack("I", len(commands))
     for c in commands:
-        kind = _KIND_COPY if isinstance(c, DmaCopy) else _KIND_FILL if isinstance(c, DmaFill) \
-            else _KIND_COMPUTE
-        w.pack("BIi", kind, c.id, c.layer)
-        w.ints(c.deps)
-        if kind == _KIND_COPY:
-            w.pack("B", c.channel)
-            w.view(c.src)
-            w.view(c.dst)
-        elif kind == _KIND_FILL:
-            w.pack("Bq", c.channel, c.value)
-            w.view(c.dst)
+        if isinstance(c, DmaCopy):
+            w.command(_KIND_COPY, c, c.channel, w.view(c.src), w.view(c.dst))
+        elif isinstance(c, DmaFill):
+            w.command(_KIND_FILL, c, c.channel, y=w.view(c.dst), value=c.value)
         else:
             check(c)
-            w.pack("B", _UNITS.index(c.unit))
-            w.string(c.op)
-            for group in (c.inputs, c.outputs):
-                w.pack("B", len(group))
-                for name, v in group.items():
-                    w.string(name)
-                    w.view(v)
-            w.pack("B", len(c.attrs))
-            for name, x in c.attrs.items():
-                w.string(name)
-                w.value(x)
-    return w.table() + w.buf.getvalue()
+            w.operands += [w.view(v) for group in (c.inputs, c.outputs) for v in group.values()]
+            w.command(_KIND_COMPUTE, c, x=w.signature(c), y=w.block(c.attrs))
+    return w.payload(len(commands))
 
 
-_HEAD = struct.Struct("<BIiH")           # kind, id, layer, dependency count
-_U8 = struct.Struct("<B")
-_DEPS = [struct.Struct(f"<{n}q") for n in range(17)]
-_RECENT_BLOCKS = 4         # attribute blocks remembered per opcode
-
-
-def _byte_at(buf, pos: int) -> int:
-    if pos >= len(buf):
-        raise struct.error("unexpected end of data")
-    return buf[pos]
-
-
-def _new_view(key: bytes, seen: dict) -> TensorView:
-    """The view that `key`, a view's encoding, holds; remembered in `seen` (struct.error if
-    `key` is cut short)."""
-    rank = key[10]                         # after mem (B), addr (Q) and dtype (B)
-    v = (_VIEWS[rank] if rank < len(_VIEWS) else _struct(f"BQBB{2 * rank}q")).unpack(key)
-    # tuple.__new__: the named tuple's own __new__ is a Python call per view
-    view = seen[key] = tuple.__new__(TensorView, (v[0], v[1], v[4:4 + rank], v[4 + rank:],
-                                                  BY_CODE[v[2]].name))
-    return view
-
-
-def _view_end(buf: bytes, pos: int) -> int:
-    """Where the view encoded at `pos` ends: its rank is its byte after mem (B), addr (Q) and
-    dtype (B)."""
-    return pos + _VIEW_HEAD + 16 * buf[pos + 10]
-
-
-def _view_at(buf: bytes, pos: int, seen: dict) -> tuple[TensorView, int]:
-    """The view at `pos` and its end, one object per distinct encoding (`seen`): tile buffers
-    recur, so most of a program's views repeat, and a lookup costs less than building one."""
-    end = _view_end(buf, pos)
-    key = buf[pos:end]
-    return seen.get(key) or _new_view(key, seen), end
-
-
-def _value_at(buf, pos: int, strings: list[str]):
-    tag = _byte_at(buf, pos)
-    pos += 1
-    if tag == _T_INT:
-        return _I64.unpack_from(buf, pos)[0], pos + 8
-    if tag == _T_INTS:
-        (n,) = _struct("H").unpack_from(buf, pos)
-        pos += 2
-        if not n:
-            return (), pos
-        s = _DEPS[n] if n < len(_DEPS) else _struct(f"{n}q")
-        return s.unpack_from(buf, pos), pos + s.size
-    if tag == _T_STR:
-        return strings[_U32.unpack_from(buf, pos)[0]], pos + 4
-    if tag == _T_BOOL:
-        return bool(_byte_at(buf, pos)), pos + 1
-    if tag == _T_NONE:
-        return None, pos
-    if tag == _T_FLOAT:
-        return _F64.unpack_from(buf, pos)[0], pos + 8
-    raise ProgramError(f"corrupt program: unknown value tag {tag}")
-
-
-def _decode_commands(data: bytes):
-    """The command list: one pass with the position in a local and every field read by a
-    prebuilt struct (a program has tens of thousands of commands, each some twenty fields);
-    an opcode's operand names are checked once per distinct set."""
-    r = _Reader(data)
-    r.read_table()
+def _decode_commands(data) -> list:
+    """The command list: the tables once, then one pass over the commands' fixed-size records
+    (a program has tens of thousands of commands; most of their views, attributes and operand
+    names recur), slicing their dependencies and operands off arrays decoded whole."""
+    r = _Reader(bytes(data))         # bytes: unpacking from it is quicker than from a view
+    r.read_strings()
+    views, blocks, signatures = r.views(), r.table(r.block), r.table(r.signature)
     (n,) = r.unpack("I")
-    # bytes, not the memoryview: a slice of bytes is one object (the views' keys), of a
-    # memoryview two
-    buf, pos, strings = bytes(r.data), r.pos, r.strings
-    head, u32, vhead = _HEAD, _U32, _VIEW_HEAD
-    seen: dict[bytes, TensorView] = {}
-    view_of = seen.get
-    operands: dict[bytes, tuple[str, TensorView]] = {}
-    checked: set[tuple] = set()       # (unit, opcode, operand names) that passed check()
-    # opcode -> its latest distinct attribute blocks (bytes, attributes): a layer's tiles
-    # share their attributes, and the encoding is self-delimiting, so bytes equal to a block
-    # decoded before decode to the same attributes
-    blocks: dict[str, list[tuple[bytes, dict]]] = {}
-    size = len(buf)
+    records = r.take(n * _COMMAND.size)
+    all_deps, operands = r.array("q"), r.array("I")
+    # one iterator over every compute's operands, in order: its inputs take the first ones
+    found = map(views.__getitem__, operands)
+    d = o = 0                        # dependencies and operands the commands took so far
+    checked: set[int] = set()        # signatures whose opcode and operand names passed check()
     # Commands get the attributes their dataclass __init__ would set (they have no
     # __post_init__; tests/test_robust_program.py checks both), without its keyword call.
     new = object.__new__
     commands = []
-    for _ in range(n):
-        kind, cid, layer, nd = head.unpack_from(buf, pos)
-        pos += 11
-        if nd:
-            s = _DEPS[nd] if nd < len(_DEPS) else _struct(f"{nd}q")
-            deps = s.unpack_from(buf, pos)
-            pos += s.size
-        else:
-            deps = ()
+    for kind, cid, layer, nd, ch, x, y, value in _COMMAND.iter_unpack(records):
+        deps = all_deps[d:d + nd]
+        d += nd
         if kind == _KIND_COPY:
-            ch = buf[pos]
-            pos += 1
-            # _view_end inline, here and in the operand loop below: 4% of decoding
-            end = pos + vhead + 16 * buf[pos + 10]
-            key = buf[pos:end]
-            src = view_of(key) or _new_view(key, seen)
-            pos, end = end, end + vhead + 16 * buf[end + 10]
-            key = buf[pos:end]
-            dst = view_of(key) or _new_view(key, seen)
-            pos = end
             command = new(DmaCopy)
             command.__dict__ = {"id": cid, "deps": deps, "layer": layer, "channel": ch,
-                                "src": src, "dst": dst}
-            commands.append(command)
+                                "src": views[x], "dst": views[y]}
+        elif kind == _KIND_COMPUTE:
+            unit, op, in_names, out_names, count = signatures[x]
+            o += count
+            inputs = dict(zip(in_names, found))
+            command = new(Compute)
+            command.__dict__ = {"id": cid, "deps": deps, "layer": layer, "unit": unit, "op": op,
+                                "inputs": inputs, "outputs": dict(zip(out_names, found)),
+                                "attrs": dict(blocks[y])}   # each command owns its attributes
+            if x not in checked:                  # check() reads only the signature
+                check(command)
+                checked.add(x)
         elif kind == _KIND_FILL:
-            ch, value = _struct("Bq").unpack_from(buf, pos)
-            dst, pos = _view_at(buf, pos + 9, seen)
             command = new(DmaFill)
             command.__dict__ = {"id": cid, "deps": deps, "layer": layer, "channel": ch,
-                                "dst": dst, "value": value}
-            commands.append(command)
-        elif kind == _KIND_COMPUTE:
-            unit = buf[pos]
-            op = strings[u32.unpack_from(buf, pos + 1)[0]]
-            pos += 5
-            groups = []
-            for _g in range(2):
-                k = buf[pos]
-                pos += 1
-                group = {}
-                for _ in range(k):
-                    # an operand (its name's index, its view) recurs whole, as its view does
-                    end = pos + 4 + vhead + 16 * buf[pos + 14]
-                    key = buf[pos:end]
-                    operand = operands.get(key)
-                    if operand is None:
-                        view = key[4:]
-                        operand = operands[key] = (strings[u32.unpack_from(key)[0]],
-                                                   view_of(view) or _new_view(view, seen))
-                    group[operand[0]] = operand[1]
-                    pos = end
-                groups.append(group)
-            recent = blocks.get(op)
-            if recent is None:
-                recent = blocks[op] = []
-            for block, known in recent:
-                if buf.startswith(block, pos):
-                    attrs = dict(known)           # each command owns its attributes
-                    pos += len(block)
-                    break
-            else:
-                start = pos
-                attrs = {}
-                count = _byte_at(buf, pos)
-                pos += 1
-                for _ in range(count):
-                    name = strings[u32.unpack_from(buf, pos)[0]]
-                    if pos + 13 <= size and buf[pos + 4] == _T_INT:     # the commonest, inline
-                        attrs[name] = _I64.unpack_from(buf, pos + 5)[0]
-                        pos += 13
-                    else:
-                        attrs[name], pos = _value_at(buf, pos + 4, strings)
-                recent.insert(0, (buf[start:pos], dict(attrs)))
-                del recent[_RECENT_BLOCKS:]
-            cmd = new(Compute)
-            cmd.__dict__ = {"id": cid, "deps": deps, "layer": layer, "unit": _UNITS[unit],
-                            "op": op, "inputs": groups[0], "outputs": groups[1], "attrs": attrs}
-            signature = (unit, op, *groups[0], None, *groups[1])
-            if signature not in checked:           # check() reads only these
-                check(cmd)
-                checked.add(signature)
-            commands.append(cmd)
+                                "dst": views[y], "value": value}
         else:
             raise ProgramError(f"corrupt program: unknown command kind {kind}")
+        commands.append(command)
+    # the arrays' slices and iterator run short quietly: their totals tell
+    if d != len(all_deps) or o != len(operands):
+        raise ProgramError(f"corrupt program: the commands take {d} dependencies and {o} "
+                           f"operands of {len(all_deps)} and {len(operands)}")
     return commands
 
 
@@ -331,13 +275,11 @@ def encode(program: Program) -> bytes:
         "layers": [vars(layer) for layer in program.layers],
         "meta": program.meta,
     }
-    segs = _Writer()
-    segs.pack("I", len(program.segments))
+    segs = [struct.pack("<I", len(program.segments))]
     for s in program.segments:
-        segs.pack("BQQ", s.mem, s.addr, len(s.data))
-        segs.buf.write(s.data)
+        segs += [struct.pack("<BQQ", s.mem, s.addr, len(s.data)), s.data]
     sections = [(b"META", json.dumps(meta).encode()), (b"CMDS", _encode_commands(program.commands)),
-                (b"SEGS", segs.buf.getvalue())]
+                (b"SEGS", b"".join(segs))]
     out = io.BytesIO()
     out.write(MAGIC + struct.pack("<HHI", *VERSION, len(sections)))
     for tag, payload in sections:
