@@ -200,14 +200,18 @@ class _Reader:
 def _encode_commands(commands) -> bytes:
     w = _Writer()
     for c in commands:
-        if isinstance(c, DmaCopy):
-            w.command(_KIND_COPY, c, c.channel, w.view(c.src), w.view(c.dst))
-        elif isinstance(c, DmaFill):
-            w.command(_KIND_FILL, c, c.channel, y=w.view(c.dst), value=c.value)
-        else:
-            check(c)
-            w.operands += [w.view(v) for group in (c.inputs, c.outputs) for v in group.values()]
-            w.command(_KIND_COMPUTE, c, x=w.signature(c), y=w.block(c.attrs))
+        try:
+            if isinstance(c, DmaCopy):
+                w.command(_KIND_COPY, c, c.channel, w.view(c.src), w.view(c.dst))
+            elif isinstance(c, DmaFill):
+                w.command(_KIND_FILL, c, c.channel, y=w.view(c.dst), value=c.value)
+            else:
+                check(c)
+                w.operands += [w.view(v) for group in (c.inputs, c.outputs) for v in group.values()]
+                w.command(_KIND_COMPUTE, c, x=w.signature(c), y=w.block(c.attrs))
+        except struct.error as exc:      # e.g. 65,536 dependencies, a channel past 255
+            raise ProgramError(f"cannot encode command {c.id}: a field outside the format's "
+                               f"range ({exc})") from None
     return w.payload(len(commands))
 
 

@@ -155,6 +155,16 @@ def test_decoded_commands_are_what_their_constructors_make(program):
     assert decoded == program.commands
 
 
+def test_a_field_outside_the_formats_range_is_refused_naming_its_command(program):
+    """A command record holds a dependency count in 16 bits and a channel in 8: a program
+    past them (made through the API) is refused in one line, not with struct's error."""
+    deps = tuple(range(len(program.commands))) * (1 + 65_536 // len(program.commands))
+    fill = DmaFill(id=len(deps), deps=deps, layer=0, channel=1, value=0,
+                   dst=dense(0, 64, (2, 8), "int8"))
+    with pytest.raises(ProgramError, match=f"cannot encode command {len(deps)}: "):
+        encode(dataclasses.replace(program, commands=[*program.commands, fill]))
+
+
 # --- the CLI, in process -------------------------------------------------------------------
 
 def _run(capsys, *argv) -> tuple[int, str]:
