@@ -195,9 +195,9 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
         layer_of.append(count)
         count += emitted
     layers, read_before = [], {}
-    for name, reader in preloads.get(-1, []):     # packs the first step reads
+    for name, reader, part in preloads.get(-1, []):     # packs the first step reads
         emitter.layer = layer_of[reader]
-        lowering.preload(name)
+        lowering.preload(name, part)
     for index, step in enumerate(steps):
         try:
             if step.kind == "dma" and emits[index]:
@@ -205,12 +205,12 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
                 # queue runs in order: the next step's constants go ahead of them (their room
                 # is staged from this step on), so that step can start on the first bands moved.
                 staged = preloads.get(index, [])
-                preloads[index] = [(n, r) for n, r in staged
-                                   if layer_of[r] != layer_of[index] + 1]
-                for name, reader in staged:
+                preloads[index] = [item for item in staged
+                                   if layer_of[item[1]] != layer_of[index] + 1]
+                for name, reader, part in staged:
                     if layer_of[reader] == layer_of[index] + 1:
                         emitter.layer = layer_of[reader]
-                        lowering.preload(name)
+                        lowering.preload(name, part)
             if emits[index]:
                 emitter.layer = layer_of[index]
                 tiles = lowering.lower(step, placement.workspaces[index])
@@ -219,9 +219,9 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
                                     array_problems=array_problems(graph, step),
                                     min_bytes=_min_bytes(graph, step, placement, read_before),
                                     tiles=tiles))
-            for name, reader in preloads.get(index, []):
+            for name, reader, part in preloads.get(index, []):
                 emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
-                lowering.preload(name)
+                lowering.preload(name, part)
         except CommandLimit:
             raise DoesNotFitError(
                 f"layer '{step.output}': the program passes {MAX_COMMANDS:,} commands by this "

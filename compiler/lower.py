@@ -66,25 +66,27 @@ class Lowering:
                                           self._boxes.setdefault(kind, {}), self.room_slack)
         return space, opcode, attrs, self._plans[key]
 
-    def preload(self, name: str):
-        """Copy a staged constant from its home to its on-chip copy, in chunks of whole rows
-        (at least PRELOAD_CHUNK_BYTES, about PRELOAD_CHUNK_CYCLES of transfer each) so a long
-        copy shares the memory port with the loads of the steps it overlaps."""
+    def preload(self, name: str, part: int | None = None):
+        """Copy a staged constant (or part `part` of its prefix) from its home to its on-chip
+        copy, in chunks of whole rows (at least PRELOAD_CHUNK_BYTES, about
+        PRELOAD_CHUNK_CYCLES of transfer each) so a long copy shares the memory port with the
+        loads of the steps it overlaps."""
         self.em.prefetching = True
         try:
-            self._preload(name)
+            self._preload(name, part)
         finally:
             self.em.prefetching = False
 
-    def _preload(self, name: str):
+    def _preload(self, name: str, part: int | None):
         if name in self.p.packs:                     # one copy of the whole pack
             addr, size = self.p.packs[name]
             self.em.copy(self.p.pack_home(name), dense(ONCHIP, addr, (size,), "int8"),
                          self._channel("const"))
             return
-        dst = self.p.staged_copy(name)
+        dst = self.p.staged_copy(name, part)
         src = self.p.home(name)
-        src = TensorView(src.mem, src.addr, dst.shape, src.strides, src.dtype)
+        if part is not None:
+            src = _rows(src, 0, self.p.prefixes[name][part][1], dst.shape[0])
         if not src.shape:
             self.em.copy(src, dst, self._channel("const"))
             return

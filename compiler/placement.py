@@ -54,7 +54,9 @@ class Placement:
         # (stage_pack, pack_home)
         self.packs: dict[str, tuple[int, int]] = {}
         self.pack_of: dict[str, str] = {}     # constant -> the first of its pack
-        self.prefixes: dict[str, tuple[int, int]] = {}   # constant -> (address, leading rows)
+        # constant -> its staged parts (address, first row, rows): its leading rows, staged
+        # in runs of whole rows that may each have their own room and time
+        self.prefixes: dict[str, list[tuple[int, int, int]]] = {}
         refused: set[str] = set()
         while True:
             self.written = {s: w for s, w in written_moves(graph, steps, self.alias,
@@ -111,11 +113,12 @@ class Placement:
                 cursor = max(cursor, hi)
             self.workspaces[i] = (top, size)
 
-    def stage(self, name: str, first: int, last: int, limit: int, rows: int | None = None) -> bool:
-        """Reserve on-chip room for a copy of constant `name` (or of its first `rows` rows)
-        over steps [first, last], ending at or below address `limit`; False when it does not
-        fit. Readers see a whole copy in place of the constant; a prefix through
-        staged_box()."""
+    def stage(self, name: str, first: int, last: int, limit: int, rows: int | None = None,
+              row0: int = 0) -> bool:
+        """Reserve on-chip room for a copy of constant `name` (or of its `rows` rows from
+        `row0`, a part of its prefix) over steps [first, last], ending at or below address
+        `limit`; False when it does not fit. Readers see a whole copy in place of the
+        constant; a prefix through staged_box()."""
         size = self._staged_bytes(name, rows)
         addr = self._resident.place(size, first, last, limit)
         if addr is None:
@@ -124,7 +127,7 @@ class Placement:
         if rows is None:
             self.staged[name] = addr
         else:
-            self.prefixes[name] = (addr, rows)
+            self.prefixes.setdefault(name, []).append((addr, row0, rows))
         self._raise_floors(first, last, align(addr + size))
         return True
 
@@ -171,29 +174,32 @@ class Placement:
         t = self.graph.tensors[name]
         return t.nbytes if rows is None else t.nbytes // t.shape[0] * rows
 
-    def staged_copy(self, name: str) -> TensorView | None:
-        """The on-chip copy of a staged constant or prefix (whole rows), or None."""
+    def staged_copy(self, name: str, part: int | None = None) -> TensorView | None:
+        """The on-chip copy of a staged constant, or of part `part` of its prefix (whole
+        rows), or None."""
         t = self.graph.tensors[name]
+        if part is not None:
+            addr, _, rows = self.prefixes[name][part]
+            return dense(ONCHIP, addr, (rows,) + tuple(t.shape[1:]), t.dtype)
         if name in self.staged:
             return dense(ONCHIP, self.staged[name], t.shape, t.dtype)
-        if name in self.prefixes:
-            addr, rows = self.prefixes[name]
-            return dense(ONCHIP, addr, (rows,) + tuple(t.shape[1:]), t.dtype)
         return None
 
     def staged_box(self, name: str, box, dtype: str) -> TensorView | None:
         """The on-chip copy of `box` of a constant whose leading rows are staged, when the box
-        lies in them and spans every other dim; else None."""
+        lies in one of their parts and spans every other dim; else None."""
         root = self.root(name)
         if root not in self.prefixes:
             return None
         (start, count), shape = box[0], self.graph.tensors[root].shape
-        if start + count > self.prefixes[root][1] or any(
-                b != (0, n) for b, n in zip(box[1:], shape[1:])):
+        if any(b != (0, n) for b, n in zip(box[1:], shape[1:])):
             return None
-        copy = self.staged_copy(root)
-        return TensorView(ONCHIP, copy.addr + start * copy.strides[0],
-                          tuple(n for _, n in box), copy.strides, dtype)
+        for part, (_, row0, rows) in enumerate(self.prefixes[root]):
+            if row0 <= start and start + count <= row0 + rows:
+                copy = self.staged_copy(root, part)
+                return TensorView(ONCHIP, copy.addr + (start - row0) * copy.strides[0],
+                                  tuple(n for _, n in box), copy.strides, dtype)
+        return None
 
     def root(self, name: str) -> str:
         return self.alias.get(name, name)

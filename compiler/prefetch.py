@@ -27,9 +27,9 @@ TILED = ("mac", "vector")
 
 
 def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
-                  lowering) -> dict[int, list[tuple[str, int]]]:
-    """Stage what fits; returns step index -> (constant, first reading step) to preload after
-    that step."""
+                  lowering) -> dict[int, list[tuple[str, int, int | None]]]:
+    """Stage what fits; returns step index -> (constant, first reading step, part of its
+    prefix or None) to preload after that step."""
     n = len(steps)
     onchip = placement.onchip_size
     need = [0] * n               # bytes of workspace each step must keep
@@ -68,7 +68,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
     # immediates in the commands, and other engines read constants where they live).
     roots = [root for root, users in sorted(readers.items(), key=lambda item: item[1][0])
              if root not in outputs and all((u, root) in replaced for u in users)]
-    preloads: dict[int, list[tuple[str, int]]] = {}
+    preloads: dict[int, list[tuple[str, int, int | None]]] = {}
     packs = _packs(roots, readers, load, lowering.hw.dma.setup_cycles, spent)
     packed = {root for group in packs for root in group}
     for root in roots:
@@ -86,17 +86,14 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
         prefix, keep = None, [onchip - need[j] for j in range(n)]   # a prefix replaces nothing
         granule = _row_granule(*reads[first, root]) if len(users) == 1 and whole < cycles else 0
         if granule:
-            prefix = _best_prefix(placement, root, first, granule, keep, idle, cycles)
+            prefix = _best_prefix(placement, root, first, granule, 0, keep, idle, cycles)
         if prefix is not None and prefix[2] > whole:
-            start, count, _ = prefix
-            placement.stage(root, start, first, min(keep[start:first + 1]), rows=count * granule)
-            _use(idle, start, first, cycles * count * granule / graph.tensors[root].shape[0])
-            preloads.setdefault(start, []).append((root, first))
+            _stage_run(placement, root, first, granule, 0, prefix, keep, idle, cycles, preloads)
         elif start is not None:
             placement.stage(root, start, last, min(ceiling[start:last + 1]))
             for u in users:
                 need[u] -= replaced.get((u, root), 0)
-            preloads.setdefault(start, []).append((root, first))
+            preloads.setdefault(start, []).append((root, first, None))
             _use(idle, start, first, cycles)
     for group in packs:          # in the room the others leave, which they need not share
         _stage_pack(placement, group, readers, replaced, need, onchip, preloads)
@@ -151,7 +148,20 @@ def _stage_pack(placement: Placement, group: list[str], readers: dict, replaced:
             for u in readers[r]:
                 need[u] -= replaced.get((u, r), 0)
         # with the weights staged from the start (before the first step if it reads them)
-        preloads.setdefault(-1 if first == 0 else 0, []).append((group[0], first))
+        preloads.setdefault(-1 if first == 0 else 0, []).append((group[0], first, None))
+
+
+def _stage_run(placement: Placement, root: str, reader: int, granule: int, row0: int,
+               run: tuple[int, int, float], keep: list[int], idle: list[float], load: float,
+               preloads: dict) -> int:
+    """Stage `run` (start, boxes, _) of a constant's boxes from row `row0` as the next part
+    of its prefix, to preload after step start; returns the row after it."""
+    start, count, _ = run
+    rows = count * granule
+    placement.stage(root, start, reader, min(keep[start:reader + 1]), rows=rows, row0=row0)
+    _use(idle, start, reader, load * rows / placement.graph.tensors[root].shape[0])
+    preloads.setdefault(start, []).append((root, reader, len(placement.prefixes[root]) - 1))
+    return row0 + rows
 
 
 def _use(idle: list[float], start: int, end: int, cycles: float):
@@ -193,16 +203,16 @@ def _earliest(end: int, fits) -> int | None:
     return lo
 
 
-def _best_prefix(placement: Placement, root: str, reader: int, granule: int,
+def _best_prefix(placement: Placement, root: str, reader: int, granule: int, row0: int,
                  ceiling: list[int], idle: list[float],
                  load: float) -> tuple[int, int, float] | None:
-    """(start, boxes, cycles it hides) of the whole-box prefix of a constant that the idle
-    time before its reader can best load: for each start, the largest prefix short of the
-    whole tensor that fits there, worth as many cycles as the steps from there to the reader
-    leave the memory idle. The best start, among equals the latest (it holds the room for
-    the shortest time); None if no prefix fits."""
+    """(start, boxes, cycles it hides) of the run of whole boxes from row `row0` of a
+    constant that the idle time before its reader can best load: for each start, the largest
+    run short of the tensor's end that fits there, worth as many cycles as the steps from
+    there to the reader leave the memory idle. The best start, among equals the latest (it
+    holds the room for the shortest time); None if no run fits or none would hide any."""
     rows = placement.graph.tensors[root].shape[0]
-    boxes = -(-rows // granule)
+    boxes = -(-(rows - row0) // granule)
     per_box = load * granule / rows              # cycles to load one box
     if per_box <= 0:
         return None
@@ -224,4 +234,4 @@ def _best_prefix(placement: Placement, root: str, reader: int, granule: int,
         if best is None or value > best[2]:
             # No more boxes than the idle time can bring in: the rest would only hold room.
             best = (start, min(k, math.ceil(ahead / per_box)), value)
-    return best
+    return best if best is not None and best[2] > 0 else None

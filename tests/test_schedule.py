@@ -72,8 +72,8 @@ def test_staged_weight_prefixes_are_bit_exact(monkeypatch):
     staged = []
     real = Placement.stage
 
-    def recording(placement, name, *args, rows=None):
-        done = real(placement, name, *args, rows=rows)
+    def recording(placement, name, *args, rows=None, **kwargs):
+        done = real(placement, name, *args, rows=rows, **kwargs)
         if done and rows is not None:
             staged.append(name)
         return done
