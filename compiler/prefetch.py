@@ -10,7 +10,11 @@ early as it fits, so the queue carries them in the order the array needs them. A
 in boxes of whole leading rows (a weight tensor's output-channel slices) that is too large to
 stage whole, or fits only too late to hide its load, gets its first boxes staged instead: as
 many as the steps before its reader leave the memory idle long enough to load, by their tile
-plans' estimates (compute time less transfer time, less what earlier preloads booked).
+plans' estimates (compute time less transfer time, less what earlier preloads booked). Once
+the other constants and the packs have their room, a prefix whose reader's loads still outlast
+its compute gets its next boxes too, in further parts, each staged where and when the room left
+allows (room freed by constants read earlier, a gap between feature maps): its reader would
+wait for each of those boxes.
 Constants too small to be worth a DMA descriptor's setup each are staged in packs (`_packs`):
 laid out together, so one copy brings several in.
 """
@@ -69,6 +73,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
     roots = [root for root, users in sorted(readers.items(), key=lambda item: item[1][0])
              if root not in outputs and all((u, root) in replaced for u in users)]
     preloads: dict[int, list[tuple[str, int, int | None]]] = {}
+    prefixed = []                # (constant, reader, rows per box, rows staged) of prefixes
     packs = _packs(roots, readers, load, lowering.hw.dma.setup_cycles, spent)
     packed = {root for group in packs for root in group}
     for root in roots:
@@ -88,7 +93,8 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
         if granule:
             prefix = _best_prefix(placement, root, first, granule, 0, keep, idle, cycles)
         if prefix is not None and prefix[2] > whole:
-            _stage_run(placement, root, first, granule, 0, prefix, keep, idle, cycles, preloads)
+            prefixed.append((root, first, granule, _stage_run(
+                placement, root, first, granule, 0, prefix, keep, idle, cycles, preloads)))
         elif start is not None:
             placement.stage(root, start, last, min(ceiling[start:last + 1]))
             for u in users:
@@ -97,6 +103,21 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
             _use(idle, start, first, cycles)
     for group in packs:          # in the room the others leave, which they need not share
         _stage_pack(placement, group, readers, replaced, need, onchip, preloads)
+    # Then each prefix's next boxes, in runs where and when the room the others leave allows
+    # (a dead constant's, a gap between feature maps), while by its reader's tile plan the
+    # loads of the rest of it outlast the reader's compute: the reader waits for those.
+    keep = [onchip - need[j] for j in range(n)]
+    for root, first, granule, row0 in prefixed:
+        plan, rows = reads[first, root][1], graph.tensors[root].shape[0]
+        while True:
+            left = load[root] * (rows - row0) / rows     # cycles to load the rest
+            spare = min(plan.transfer - (load[root] - left), left) - plan.compute
+            run = _best_prefix(placement, root, first, granule, row0, keep, idle, load[root],
+                               spare=spare)
+            if run is None:
+                break
+            row0 = _stage_run(placement, root, first, granule, row0, run, keep, idle,
+                              load[root], preloads)
     for staged in preloads.values():          # a queue carries them in the order they are read
         staged.sort(key=lambda item: item[1])
     return preloads
@@ -204,24 +225,31 @@ def _earliest(end: int, fits) -> int | None:
 
 
 def _best_prefix(placement: Placement, root: str, reader: int, granule: int, row0: int,
-                 ceiling: list[int], idle: list[float],
-                 load: float) -> tuple[int, int, float] | None:
+                 ceiling: list[int], idle: list[float], load: float,
+                 spare: float | None = None) -> tuple[int, int, float] | None:
     """(start, boxes, cycles it hides) of the run of whole boxes from row `row0` of a
     constant that the idle time before its reader can best load: for each start, the largest
     run short of the tensor's end that fits there, worth as many cycles as the steps from
     there to the reader leave the memory idle. The best start, among equals the latest (it
-    holds the room for the shortest time); None if no run fits or none would hide any."""
+    holds the room for the shortest time); None if no run fits or none would hide any.
+    With `spare`, the cycles by which the reader's loads of the rest of the constant outlast
+    its compute: at most that many cycles' boxes, and those even where no idle time hides
+    them, as the reader would wait for them (a staged box comes in on the constants' queue,
+    ahead of the reader's loads, once its room is free)."""
     rows = placement.graph.tensors[root].shape[0]
     boxes = -(-(rows - row0) // granule)
     per_box = load * granule / rows              # cycles to load one box
     if per_box <= 0:
+        return None
+    most = boxes - 1 if spare is None else min(boxes - 1, int(spare // per_box))
+    if most <= 0:
         return None
 
     def fits(start, k):
         return placement.can_stage(root, start, reader, min(ceiling[start:reader + 1]),
                                    rows=k * granule)
 
-    best, k, ahead = None, boxes - 1, 0.0
+    best, k, ahead = None, most, 0.0
     for start in range(reader - 1, -1, -1):      # a larger lead fits no larger a prefix
         ahead += idle[start]
         lo = 0
@@ -232,6 +260,10 @@ def _best_prefix(placement: Placement, root: str, reader: int, granule: int, row
             break
         value = min(k * per_box, ahead)
         if best is None or value > best[2]:
-            # No more boxes than the idle time can bring in: the rest would only hold room.
-            best = (start, min(k, math.ceil(ahead / per_box)), value)
-    return best if best is not None and best[2] > 0 else None
+            # Without `spare`, no more boxes than the idle time can bring in: the rest would
+            # only hold room.
+            best = (start, k if spare is not None else min(k, math.ceil(ahead / per_box)),
+                    value)
+    if best is None or (spare is None and best[2] <= 0):
+        return None
+    return best
