@@ -6,8 +6,7 @@ import gc
 
 import numpy as np
 
-from npu_sim.isa.errors import DoesNotFitError
-from npu_sim.isa.errors import UnsupportedError
+from npu_sim.isa.errors import DoesNotFitError, ModelError, UnsupportedError
 from npu_sim.isa.opcodes import mac_problem
 from npu_sim.isa.dtypes import STORAGE, itemsize
 from npu_sim.isa.operators import OPERATORS
@@ -147,6 +146,10 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
 
 
 def _compile_graph(graph: Graph, config, model_name: str) -> Program:
+    # e.g. a TFLite file whose subgraph lost its tensors (a graph writing variables has effects)
+    if not graph.outputs and not any(t.variable for t in graph.tensors.values()):
+        raise ModelError(f"{graph.source or 'model'}: the graph has no outputs and writes no "
+                         "variables, so there is nothing to compute")
     validate(graph, config.tosa.profiles, config.tosa.extensions, config.tosa.level)
     rewrite_operators(graph)
     fold_constants(graph)

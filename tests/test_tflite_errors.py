@@ -105,3 +105,11 @@ def test_tflite_names_that_look_internal_stay_distinct():
     m.op("RELU6", [mid], [y])
     from tflite_support import check
     check(m, rng)
+
+
+def test_a_model_with_nothing_to_compute_is_refused(capsys, tmp_path):
+    """A subgraph without outputs (a corrupt file's, as the fuzz suite found) ran to an empty
+    report and wrote nothing: it is refused."""
+    m = Model()
+    m.input((1, 8), 0.05, 0)
+    _fails(capsys, _write(tmp_path, m), "no outputs", "nothing to compute")
