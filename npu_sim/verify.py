@@ -47,6 +47,7 @@ _REQUIRED = {
     "max_pool2d": ("kernel", "stride", "pad"),
     "reduce": ("fn", "axis"), "argmax": ("axis",),
     "resize": ("mode", "scale", "offset", "border", "in_origin", "out_origin", "out_size", "in_size"),
+    "permute": ("base", "strides"),
     "host": ("tosa_op",),
 }
 _LENGTHS = {"clamp": 2, "in_origin": 2, "out_origin": 2, "out_size": 2, "in_size": 2, "scale": 4,

@@ -80,5 +80,6 @@ def check_stage(x: dict, out_shape: tuple, need) -> None:
     for name in ("bias", "multiplier", "shift"):
         if name in x:
             need(len(x[name].shape) == 1 and x[name].shape[0] in (1, channels), f"{name} is not per channel")
+    need(("multiplier" in x) == ("shift" in x), "a rescale needs both multiplier and shift")
     if "acc_in" in x:
         need(x["acc_in"].shape == out_shape, "acc_in and output disagree")
