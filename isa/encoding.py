@@ -228,7 +228,7 @@ def _decode_commands(data) -> list:
     # one iterator over every compute's operands, in order: its inputs take the first ones
     found = map(views.__getitem__, operands)
     d = o = 0                        # dependencies and operands the commands took so far
-    checked: set[int] = set()        # signatures whose opcode and operand names passed check()
+    checked: set[tuple] = set()      # (signature, block) pairs that passed check()
     # Commands get the attributes their dataclass __init__ would set (they have no
     # __post_init__; tests/test_robust_program.py checks both), without its keyword call.
     new = object.__new__
@@ -248,9 +248,9 @@ def _decode_commands(data) -> list:
             command.__dict__ = {"id": cid, "deps": deps, "layer": layer, "unit": unit, "op": op,
                                 "inputs": inputs, "outputs": dict(zip(out_names, found)),
                                 "attrs": dict(blocks[y])}   # each command owns its attributes
-            if x not in checked:                  # check() reads only the signature
+            if (x, y) not in checked:             # check() reads only these two
                 check(command)
-                checked.add(x)
+                checked.add((x, y))
         elif kind == _KIND_FILL:
             command = new(DmaFill)
             command.__dict__ = {"id": cid, "deps": deps, "layer": layer, "channel": ch,

@@ -25,6 +25,7 @@ class OpSpec:
     doc: str
 
 
+MAX_HOST_ATTRS = 64
 _STAGE = ("bias", "multiplier", "shift", "acc_in")
 _STAGE_ATTRS = ("scale32", "rounding_mode", "per_channel", "output_zp", "clamp", "acc_dtype")
 _MAC_OUT = ("ofm", "acc_out")
@@ -86,6 +87,12 @@ def check(cmd) -> None:
     if spec.unit != "host" and (len(cmd.outputs) != 1 or next(iter(cmd.outputs)) not in spec.outputs):
         raise ProgramError(f"command {cmd.id} {cmd.op}: writes {list(cmd.outputs)}, expected one of "
                            f"{list(spec.outputs)}")
+    # A host command carries its TOSA operator's own attributes (and its regions'), so only
+    # their number is bounded: a decoded command owns a copy of its attributes.
+    unknown = ([n for n in cmd.attrs if n not in spec.attrs] if spec.unit != "host"
+               else [] if len(cmd.attrs) <= MAX_HOST_ATTRS else list(cmd.attrs)[MAX_HOST_ATTRS:])
+    if unknown:
+        raise ProgramError(f"command {cmd.id} {cmd.op}: unknown attributes {unknown[:8]}")
 
 
 def mac_problem(opcode: str, out_shape, weight_shape, stride=(1, 1)) -> tuple[str, int, int, int]:

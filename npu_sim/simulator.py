@@ -93,12 +93,14 @@ def _alarm(env):
     per yield was 4% of a cached MobileNetV2 run's instructions). Where simpy's Environment
     keeps its queue otherwise (a release other than 4.1's), its own Timeout."""
     queue, eid = getattr(env, "_queue", None), getattr(env, "_eid", None)
-    if not isinstance(queue, list) or eid is None:
+    if not isinstance(queue, list) or eid is None or not hasattr(env, "_now"):
         return lambda when: env.timeout(when - env.now)
     alarm = env.event()
     alarm._ok, alarm._value = True, None
 
     def timeout(when):
+        if when < env._now:             # as simpy refuses a negative delay
+            raise ValueError(f"a timeout at {when}, before now ({env._now})")
         alarm.callbacks = []
         heappush(queue, (when, NORMAL, next(eid), alarm))
         return alarm

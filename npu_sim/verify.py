@@ -9,6 +9,8 @@ acyclic). The first failure is a ProgramError naming the command.
 """
 from __future__ import annotations
 
+import bisect
+
 
 from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
 from npu_sim.isa.errors import ProgramError
@@ -81,6 +83,7 @@ def _verify(p: Program, dma_channels: int) -> None:
         if not (type(seg.mem) is int and 0 <= seg.mem < len(sizes) and seg.addr + len(seg.data) <= max(sizes[seg.mem], 16)):
             raise ProgramError(f"constant segment at memory {seg.mem}:0x{seg.addr:x} ({len(seg.data)} B) "
                                "falls outside its memory")
+    written = _constant_guard(p.segments)
     n_layers = len(p.layers)
     for index, cmd in enumerate(p.commands):
         where = f"command {index}"
@@ -94,7 +97,7 @@ def _verify(p: Program, dma_channels: int) -> None:
         if isinstance(cmd, (DmaCopy, DmaFill)):
             if not 0 <= cmd.channel < dma_channels:
                 raise ProgramError(f"{where}: DMA channel {cmd.channel}, the config has {dma_channels}")
-            dst = _view(cmd.dst, sizes, f"{where} dst")
+            dst = written(_view(cmd.dst, sizes, f"{where} dst"), f"{where} dst")
             if isinstance(cmd, DmaCopy):
                 src = _view(cmd.src, sizes, f"{where} src")
                 if src.shape != dst.shape or src.dtype != dst.dtype:
@@ -102,8 +105,38 @@ def _verify(p: Program, dma_channels: int) -> None:
                                        f"{dst.dtype}{list(dst.shape)}")
         elif isinstance(cmd, Compute):
             _compute(cmd, sizes, where)
+            for name, v in cmd.outputs.items():
+                written(v, f"{where} {name}")
         else:
             raise ProgramError(f"{where}: not a command")
+
+
+def _constant_guard(segments):
+    """written(view, where): the view, or a ProgramError when it would write a constant
+    segment (the program image is read-only, as the machine maps it)."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for seg in segments:
+        if seg.data:
+            spans.setdefault(seg.mem, []).append((seg.addr, seg.addr + len(seg.data)))
+    index = {}
+    for mem, pairs in spans.items():
+        pairs.sort()
+        reach, ends = 0, []          # the furthest end of the segments up to each start
+        for _, end in pairs:
+            reach = max(reach, end)
+            ends.append(reach)
+        index[mem] = ([start for start, _ in pairs], ends)
+
+    def written(v: TensorView, where: str) -> TensorView:
+        if v.mem in index and v.count:
+            starts, ends = index[v.mem]
+            lo, hi = v.footprint()
+            i = bisect.bisect_left(starts, hi) - 1
+            if i >= 0 and ends[i] > lo:
+                raise ProgramError(f"{where}: writes {v.dtype}{list(v.shape)} at 0x{v.addr:x} over "
+                                   "a constant segment, which is read-only")
+        return v
+    return written
 
 
 def _view(v: TensorView, sizes: list[int], where: str) -> TensorView:

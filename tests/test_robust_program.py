@@ -112,6 +112,10 @@ CHANGES = {
                                 "attribute strides missing"),
     "multiplier without shift": (lambda p: _first(p, "conv2d").inputs.pop("shift"),
                                  "both multiplier and shift"),
+    "a write over a constant": (lambda p: setattr(_first(p, "DmaCopy"), "dst", _first(p, "DmaCopy").src._replace(
+        mem=p.segments[0].mem, addr=p.segments[0].addr)), "read-only"),
+    "a MAC output of bool": (lambda p: _first(p, "conv2d").outputs.update(
+        {k: v._replace(dtype="bool") for k, v in _first(p, "conv2d").outputs.items()}), "not bool"),
     "attribute of the wrong type": (lambda p: _first(p, "conv2d").attrs.update(stride="2"), "attribute stride"),
     "attribute of the wrong length": (lambda p: _first(p, "conv2d").attrs.update(pad=(0, 0)), "length 4"),
     "zero stride": (lambda p: _first(p, "conv2d").attrs.update(stride=(0, 1)), "stride"),
@@ -167,6 +171,24 @@ def test_a_field_outside_the_formats_range_is_refused_naming_its_command(program
                    dst=dense(0, 64, (2, 8), "int8"))
     with pytest.raises(ProgramError, match=f"cannot encode command {len(deps)}: "):
         encode(dataclasses.replace(program, commands=[*program.commands, fill]))
+
+
+def test_unknown_attributes_are_refused_before_the_commands_are_built(program, monkeypatch):
+    """A decoded command owns a copy of its attribute block, which the file stores once: a
+    block of 255 names no opcode has, shared by every command, would cost each command's
+    copy. Such a block is refused when it is first read (and by the encoder)."""
+    from npu_sim.isa import encoding
+    bad = decode(encode(program))
+    for c in bad.commands:
+        if isinstance(c, Compute) and c.unit != "host":
+            c.attrs.update({f"x{i}": i for i in range(255 - len(c.attrs))})
+    with pytest.raises(ProgramError, match="unknown attributes"):
+        encode(bad)
+    monkeypatch.setattr(encoding, "check", lambda cmd: None)
+    blob = encode(bad)
+    monkeypatch.undo()
+    with pytest.raises(ProgramError, match="unknown attributes"):
+        decode(blob)
 
 
 # --- the CLI, in process -------------------------------------------------------------------

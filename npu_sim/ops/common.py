@@ -74,8 +74,11 @@ class HostCall(NamedTuple):
         return [int(v) for v in np.asarray(self.inputs[i]).reshape(-1)]
 
 
-def check_stage(x: dict, out_shape: tuple, need) -> None:
-    """A MAC command's output-stage tables are per output channel; partial sums match the output."""
+def check_stage(x: dict, out, need) -> None:
+    """A MAC command's output-stage tables are per output channel; partial sums match the
+    output, which holds numbers (the stage writes no bool)."""
+    out_shape = out.shape
+    need(out.dtype != "bool", "a MAC command writes numbers, not bool")
     channels = out_shape[-1]
     for name in ("bias", "multiplier", "shift"):
         if name in x:

@@ -142,7 +142,7 @@ def _convolution_check(spatial: int, depthwise: bool):
         expect = [(i + pads[2 * j] + pads[2 * j + 1] - (k - 1) * d - 1) // st + 1 for j, (i, k, st, d)
                   in enumerate(zip(ifm[1:1 + spatial], kernel, a["stride"], a["dilation"]))]
         need(o == (ifm[0], *expect, channels), f"output shape should be {[ifm[0], *expect, channels]}")
-        check_stage(x, o, need)
+        check_stage(x, out, need)
     return check
 
 
@@ -156,7 +156,7 @@ def check_transpose_conv2d(x: dict, a: dict, out, need) -> None:
     ifm, w = x["ifm"].shape, x["weights"].shape
     need(len(ifm) == len(w) == len(out.shape) == 4, "operands of rank 4")
     need(w[3] == ifm[3] and out.shape[3] == w[0], "channels of IFM, weights and output disagree")
-    check_stage(x, out.shape, need)
+    check_stage(x, out, need)
 
 
 @SHAPE_CHECKS.register("matmul")
@@ -164,7 +164,7 @@ def check_matmul(x: dict, a: dict, out, need) -> None:
     (n, h, c), (n2, c2, w) = (x["a"].shape + (0, 0, 0))[:3], (x["b"].shape + (0, 0, 0))[:3]
     need(len(x["a"].shape) == len(x["b"].shape) == 3 and n == n2 and c == c2
          and out.shape == (n, h, w), "expected [N,H,C] x [N,C,W] -> [N,H,W]")
-    check_stage(x, out.shape, need)
+    check_stage(x, out, need)
 
 
 @SHAPE_CHECKS.register("avg_pool2d", "max_pool2d")
