@@ -64,8 +64,12 @@ def permute(x: dict, a: dict, out: np.ndarray):
     lo, hi = _reach(out.shape, strides, base)
     if out.size and not 0 <= lo <= hi < block.size:     # as_strided does not check
         raise IndexError(f"permute reads elements {lo}..{hi} of a block of {block.size}")
+    # as unsigned words: as_strided rebuilds the array from an interface that cannot name
+    # ml_dtypes' types (fp8)
+    words = block.view(f"u{block.itemsize}")
     out[...] = np.lib.stride_tricks.as_strided(
-        block[base:], out.shape, [s * block.itemsize for s in strides], writeable=False)
+        words[base:], out.shape, [s * block.itemsize for s in strides],
+        writeable=False).view(block.dtype)
 
 
 # a move per element, a lane's add-class operation (as CAST's and CLAMP's are)
