@@ -11,7 +11,8 @@ from .assembly import block_parts, box_view, plan as plan_assembly
 from .cascade import cascade_space
 from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
-from .staging import block_views, permute_operands, plan as plan_staging
+from .staging import (block_views, dma_cycles, permute_cycles, permute_operands,
+                      plan as plan_staging)
 from .steps import Step
 from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim
 
@@ -314,6 +315,15 @@ class Lowering:
         """A whole-tensor move of a data-movement step, on the activations' DMA queue, or staged
         block by block through the step's workspace when that moves fewer wasted bursts
         (compiler/staging.py)."""
+        if not (src.mem or dst.mem) and permute_cycles(src, dst, self.hw) < dma_cycles(
+                src, dst, self.hw, self.port_cost):
+            # On chip, a gather of short runs (K's transpose for attention scores: one-byte
+            # runs) costs the DMA a bank access per run; the vector unit moves a word per lane.
+            if self._probe is None:
+                block, first, strides = permute_operands(src)
+                self.em.compute("vector", "permute", {"in0": block}, {"out": dst},
+                                {"base": first, "strides": strides})
+            return
         base, size = self._workspace
         stage = plan_staging(src, dst, self.hw, self.port_cost, size)
         if self._probe is not None:

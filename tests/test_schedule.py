@@ -255,6 +255,8 @@ def test_independent_moves_run_on_the_spare_dma_queues(monkeypatch):
     tosa = zoo.build("transformer")[0]
     # q and v would be read in place by the matmuls (test_view_moves_...): all three moved
     monkeypatch.setattr(compiler_view_moves, "MIN_COMPUTE_RUN", 1 << 30)
+    # and by the DMA, not the vector unit's permute (test_an_on_chip_transpose_...)
+    monkeypatch.setattr(compiler_lower, "permute_cycles", lambda *a: float("inf"))
     program = _compile(tosa, cfg)
     index = {layer.name: i for i, layer in enumerate(program.layers)}
     moves = [index[f"layer0_attn_{n}_t"] for n in "qkv"]
@@ -571,3 +573,20 @@ def test_a_long_preload_takes_the_spare_dma_queues_too(monkeypatch):
     single = _compile(tosa, cfg)
     assert chunk_queues(single) == {1}
     assert _timing(spread, cfg).cycles < _timing(single, cfg).cycles
+
+
+def test_an_on_chip_transpose_of_short_runs_is_a_vector_permute(monkeypatch):
+    """K's transpose for the attention scores gathers one-byte runs: on chip, the vector unit
+    moves it a word per lane where the DMA pays a bank access per byte. Same outputs, faster."""
+    cfg = api.load_config("default")
+    tosa = zoo.build("transformer")[0]
+    program = _compile(tosa, cfg)
+    k_t = next(i for i, layer in enumerate(program.layers) if layer.name == "layer0_attn_k_t")
+    assert [getattr(c, "op", "dma") for c in program.commands if c.layer == k_t] == ["permute"]
+    inputs = api.random_inputs(program, seed=1)
+    permuted = api.simulate(program, cfg, inputs)
+    monkeypatch.setattr(compiler_lower, "permute_cycles", lambda *a: float("inf"))
+    copied = api.simulate(_compile(tosa, cfg), cfg, inputs)
+    assert permuted.report.cycles < copied.report.cycles
+    for name, value in copied.outputs.items():
+        np.testing.assert_array_equal(permuted.outputs[name], value)
