@@ -21,6 +21,11 @@ channels with a 1x1 conv: the depthwise output (112x112x32 = 401 KB in MobileNet
 edge-256) is computed inside the 1x1 conv's tiles instead, each tile's channel slice from the
 same slice of the depthwise input, where that pays (`_depthwise_into`). DS-CNN's blocks chain
 depthwise and 1x1 convs: there each 1x1 conv runs inside the next depthwise conv instead.
+
+A layer norm widens its input to int32 before summing it, and squares the centred values
+before summing those: on a small buffer each int32 tensor (BERT-base: 393 KB) is written out
+only for the sum to read it back. Such an elementwise chain is computed inside the reduction's
+tiles by the vector unit instead (`_reduced`).
 """
 from __future__ import annotations
 
@@ -158,11 +163,23 @@ def _chain_reads(graph: Graph, step: Step, name: str) -> bool:
             and not any(name in op.inputs and name not in data_inputs(op) for op in step.chain))
 
 
+def _reduced(graph: Graph, step: Step, reader: Step, resident: int) -> bool:
+    """An elementwise chain read only by the reduction right after it (a layer norm's
+    rescale to int32 before its sum, its square before the sum of squares) whose output is
+    too large to stay on chip: computed tile by tile inside the reduction instead, it never
+    makes the round trip (four bytes an element to write and read back, for one of input)."""
+    return (reader.kind == "vector" and reader.main.op.startswith("REDUCE_")
+            and step.kind == "vector" and bool(step.chain) and step.producer is None
+            and reader.main.inputs[0] == step.output
+            and graph.tensors[step.output].nbytes > resident)
+
+
 def fuse_producers(graph: Graph, steps: list[Step], resident: int, room: int) -> list[Step]:
     """Fold each CONV2D whose only reader is the windowed step right after it into that step
     as its producer, where that pays (`_producible`); and into an elementwise chain, the
     latest such conv the chain reads (one after it, a residual block's projection shortcut,
-    may not pay: it then runs before the conv, which nothing else waits for)."""
+    may not pay: it then runs before the conv, which nothing else waits for); and each
+    elementwise chain into the reduction right after it that alone reads it (`_reduced`)."""
     readers: dict[str, int] = {}
     for step in steps:
         for name in set(step.inputs):
@@ -178,6 +195,9 @@ def fuse_producers(graph: Graph, steps: list[Step], resident: int, room: int) ->
             if out and step.main.inputs[0] == out[-1].output and alone(out[-1]) and \
                     _producible(graph, out[-1], step, resident, room):
                 at = len(out) - 1
+        elif step.producer is None and out and alone(out[-1]) and \
+                _reduced(graph, out[-1], step, resident):
+            at = len(out) - 1
         elif step.producer is None and step.kind == "vector" and step.chain:
             reads = set(step.inputs)
             at = next((i for i in range(len(out) - 1, -1, -1)
@@ -205,6 +225,8 @@ def cascade_space(step: Step, ctx: Context):
     """The reader's tile space, its input produced on chip by the conv."""
     space, opcode, attrs = TILE_SPACES.lookup(step.main.op, step.main.describe())(step, ctx)
     g, producer = ctx.graph, step.producer
+    if producer.kind == "vector":
+        return _chain_into(space, step, ctx), opcode, attrs
     src, weights = producer.main.inputs[0], producer.main.inputs[1]
     _, h, w, ic = g.tensors[src].shape
     depthwise = producer.main.op == "DEPTHWISE_CONV2D"
@@ -265,3 +287,20 @@ def cascade_space(step: Step, ctx: Context):
     space = dataclasses.replace(space, inputs=space.inputs[:at] + feeds + [produced]
                                 + space.inputs[at + 1:], **costs, **shape)
     return space, opcode, attrs
+
+
+def _chain_into(space, step: Step, ctx: Context):
+    """A reduction's tile space, its data input computed on chip by the elementwise chain
+    (`_reduced`): the chain's output is that input, so its tiles have the same dims."""
+    chain, _, program = TILE_SPACES.lookup(step.producer.main.op,
+                                           step.producer.main.describe())(step.producer, ctx)
+    at = next(i for i, o in enumerate(space.inputs) if o.tensor == step.producer.output)
+    ifm = space.inputs[at]
+    feeds = [dataclasses.replace(o, role=f"src_{o.role}") for o in chain.inputs]
+    produced = Operand(ifm.role, ifm.tensor, ifm.dtype, ifm.depends, ifm.box,
+                       itemsize(ifm.dtype), shape=ifm.shape, produce=Production(
+                           "elementwise", program, {o.role: f"src_{o.role}" for o in chain.inputs},
+                           lambda box: (box, ())))
+    return dataclasses.replace(space, inputs=space.inputs[:at] + feeds + [produced]
+                               + space.inputs[at + 1:],
+                               work=lambda s: space.work(s) + chain.work(s))

@@ -160,7 +160,7 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
     for step in steps:
         if step.kind == "mac":
             _add_stage_table(graph, step)
-        if step.producer:
+        if step.producer and step.producer.kind == "mac":
             _add_stage_table(graph, step.producer)
     memories = list(config.memories)
     placement = Placement(graph, steps, memories, config.placement.weights,

@@ -5,6 +5,7 @@ import dataclasses
 
 from npu_sim.isa.commands import ONCHIP, TensorView, dense, make_view
 from npu_sim.isa.errors import DoesNotFitError
+from npu_sim.isa.opcodes import OPCODES
 
 from .allocate import align
 from .assembly import block_parts, box_view, plan as plan_assembly
@@ -256,6 +257,7 @@ class Lowering:
         tile's `box`) from the tile's views of the producer's operands, its data input cut
         to the rows or columns that part reads."""
         prod = opnd.produce
+        spec = OPCODES[prod.opcode]         # a conv on the array, or an elementwise chain
 
         def fetch(part, axis, first, count):
             inputs = {name: views[role] for name, role in prod.operands.items()}
@@ -266,9 +268,9 @@ class Lowering:
                 inputs["ifm"] = _rows(inputs["ifm"], axis, src[axis][0] - whole[axis][0],
                                       src[axis][1])
                 out = _rows(dst, axis, first, count)
-            attrs = {**prod.attrs, "pad": pad}
-            self.em.compute("mac", prod.opcode, self._expand_stage(inputs, attrs), {"ofm": out},
-                            attrs)
+            attrs = {**prod.attrs, "pad": pad} if "pad" in spec.attrs else prod.attrs
+            self.em.compute(spec.unit, prod.opcode, self._expand_stage(inputs, attrs),
+                            {spec.outputs[0]: out}, attrs)
         return fetch
 
     def _expand_stage(self, inputs: dict, attrs: dict) -> dict:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from npu_sim.compiler import cascade as compiler_cascade
 from npu_sim.compiler import driver as compiler_driver
 from npu_sim.compiler import lower as compiler_lower
 from npu_sim.compiler import placement as compiler_placement
@@ -20,7 +21,7 @@ from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.commands import ONCHIP, DmaCopy, TensorView, dense
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim import api, zoo
-from ops_sim_support import const, conv_attr, mac_stage, rand, scalar
+from ops_sim_support import _attr, const, conv_attr, mac_stage, rand, scalar
 from oracle import DType, GraphBuilder, run_reference, ts
 
 
@@ -590,3 +591,22 @@ def test_an_on_chip_transpose_of_short_runs_is_a_vector_permute(monkeypatch):
     assert permuted.report.cycles < copied.report.cycles
     for name, value in copied.outputs.items():
         np.testing.assert_array_equal(permuted.outputs[name], value)
+
+
+def test_an_elementwise_chain_is_computed_inside_the_reduction_reading_it(monkeypatch):
+    """A layer norm's int32 rescale before its sum, too large for edge-256's buffer, would be
+    written to system SRAM and read back; computed tile by tile inside the sum it is not."""
+    g = GraphBuilder()
+    x = rand(np.random.default_rng(5), DType.INT8, (1, 64, 512))
+    wide, out = g.intermediate([1, 64, 512], DType.INT32), g.output([1, 64, 1], DType.INT32)
+    g.op("CAST", [g.tensor([1, 64, 512], DType.INT8, x)], [wide])
+    g.op("REDUCE_SUM", [wide], [out], _attr("ReduceSumAttribute", 2))
+    tosa, cfg = g.serialize(), api.load_config("edge-256")
+    program = _compile(tosa, cfg)
+    assert [layer.ops for layer in program.layers] == [["CAST", "REDUCE_SUM"]]
+    inputs = api.random_inputs(program, seed=1)
+    fused = api.simulate(program, cfg, inputs)
+    name = program.outputs[0].name
+    assert np.array_equal(fused.outputs[name], run_reference(tosa, inputs, [name])[name])
+    monkeypatch.setattr(compiler_cascade, "_reduced", lambda *args: False)
+    assert fused.report.cycles < _timing(_compile(tosa, cfg), cfg).cycles
