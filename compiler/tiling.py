@@ -461,13 +461,17 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
 
 
 def row_dim(space: TileSpace) -> str:
-    """The dim whose tiles split the output along its rows (tensor axis 1), or ''."""
+    """The dim whose tiles split the output along its rows (tensor axis 1), or ''. A batched
+    [N, H, W] output (attention's heads) is split along N instead: a tile of whole heads is
+    one contiguous run, so the step reading it waits for the tiles it reads, not for every
+    tile whose strided span overlaps them (byte ranges are tracked by footprint)."""
     full = {d: (0, n) for d, n in space.dims.items()}
     rows = space.output.box(full)
     if len(rows) < 3:
         return ""
+    axis = 0 if len(rows) == 3 and rows[0][1] > 1 else 1
     for d, n in space.dims.items():
-        if n > 1 and space.output.box({**full, d: (0, 1)})[1] != rows[1]:
+        if n > 1 and space.output.box({**full, d: (0, 1)})[axis] != rows[axis]:
             return d
     return ""
 

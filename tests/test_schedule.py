@@ -610,3 +610,18 @@ def test_an_elementwise_chain_is_computed_inside_the_reduction_reading_it(monkey
     assert np.array_equal(fused.outputs[name], run_reference(tosa, inputs, [name])[name])
     monkeypatch.setattr(compiler_cascade, "_reduced", lambda *args: False)
     assert fused.report.cycles < _timing(_compile(tosa, cfg), cfg).cycles
+
+
+def test_a_batched_matmul_streams_whole_heads_to_its_reader():
+    """Attention scores [heads, tokens, tokens] tiled by heads: each tile's output is one run,
+    so the softmax's max starts on the first heads while the array computes the rest (tiles
+    of a few rows of every head span the whole tensor, and it waited for all of them)."""
+    cfg = api.load_config("default")
+    program = _compile(zoo.build("transformer", tokens=128, d_model=256, heads=4, d_ff=512,
+                                 layers=1)[0], cfg)
+    scores = next(i for i, layer in enumerate(program.layers)
+                  if layer.name == "layer0_attn_scores_rescale")
+    assert {c.outputs["ofm"].shape for c in program.commands
+            if c.layer == scores and getattr(c, "op", "") == "matmul"} == {(1, 128, 128)}
+    rows = {row.name: row for row in _timing(program, cfg).layers}
+    assert rows["layer0_attn_max"].compute_start < rows["layer0_attn_scores_rescale"].end
