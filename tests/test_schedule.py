@@ -9,6 +9,7 @@ import pytest
 
 from npu_sim.compiler import cascade as compiler_cascade
 from npu_sim.compiler import driver as compiler_driver
+from npu_sim.compiler.lowering import elementwise as compiler_elementwise
 from npu_sim.compiler import lower as compiler_lower
 from npu_sim.compiler import placement as compiler_placement
 from npu_sim.compiler import view_moves as compiler_view_moves
@@ -21,7 +22,7 @@ from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.commands import ONCHIP, DmaCopy, TensorView, dense
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim import api, zoo
-from ops_sim_support import _attr, const, conv_attr, mac_stage, rand, scalar
+from ops_sim_support import _attr, const, conv_attr, mac_stage, rand, rescale, scalar
 from oracle import DType, GraphBuilder, run_reference, ts
 
 
@@ -625,3 +626,28 @@ def test_a_batched_matmul_streams_whole_heads_to_its_reader():
             if c.layer == scores and getattr(c, "op", "") == "matmul"} == {(1, 128, 128)}
     rows = {row.name: row for row in _timing(program, cfg).layers}
     assert rows["layer0_attn_max"].compute_start < rows["layer0_attn_scores_rescale"].end
+
+
+def test_a_rescale_that_only_widens_is_a_cast(monkeypatch):
+    """int8 to int32 at scale 1 (multiplier 1 << shift) and zero points 0, as a layer norm
+    widens its centred values: a sign extension, one lane cycle an element, not a rescale's
+    two. A zero point kept makes it a rescale still."""
+    g = GraphBuilder()
+    shape = (1, 64, 768)
+    x = g.tensor(shape, DType.INT8, rand(np.random.default_rng(4), DType.INT8, shape))
+    rescale(g, x, shape, DType.INT8, DType.INT32, 1 << 30, 30)
+    rescale(g, x, shape, DType.INT8, DType.INT32, 1 << 30, 30, izp=-1)
+    tosa, cfg = g.serialize(), api.load_config("default")
+    program = _compile(tosa, cfg)
+    fns = [json.loads(c.attrs["program"])[0]["fn"] for c in program.commands
+           if getattr(c, "op", "") == "elementwise"]
+    assert set(fns[:len(fns) // 2]) == {"CAST"} and set(fns[len(fns) // 2:]) == {"RESCALE"}
+    inputs = api.random_inputs(program, seed=1)
+    result = api.simulate(program, cfg, inputs)
+    names = [b.name for b in program.outputs]
+    expected = run_reference(tosa, inputs, names)
+    assert all(np.array_equal(result.outputs[n], expected[n]) for n in names)
+    monkeypatch.setattr(compiler_elementwise, "widening_copy", lambda *args: False)
+    busy = [r.engines["vector"]["busy_cycles"]
+            for r in (result.report, _timing(_compile(tosa, cfg), cfg))]
+    assert busy[0] < busy[1]

@@ -15,6 +15,7 @@ from ..ir import Graph, Operator
 from ..steps import Step
 from ..tiling import TileSpace
 from .common import MICRO_ATTRS, TILE_SPACES, Context, const_int, operand
+from .conversion import widening_copy
 
 
 @MICRO_ATTRS.register("ADD", "SUB", "BITWISE_AND", "BITWISE_OR", "BITWISE_XOR", "INTDIV",
@@ -96,15 +97,17 @@ def chain_space(step: Step, ctx: Context):
         row = OPERATORS[op.op]
         args = [results.get(n) or data_operand(n) for n in row.bound(op.inputs, DATA)]
         per_channel = op.op == "RESCALE" and bool(op.attrs["per_channel"])
-        immediate = {}
-        if op.op == "RESCALE" and g.tensors[op.inputs[1]].size == 1:
+        fn, immediate, attrs = op.op, {}, MICRO_ATTRS[op.op](g, op)
+        if op.op == "RESCALE" and widening_copy(g, op):
+            fn, tables, attrs = "CAST", [], {}
+        elif op.op == "RESCALE" and g.tensors[op.inputs[1]].size == 1:
             # A per-tensor multiplier and shift travel in the command, not through memory.
             immediate = {"multiplier": const_int(g, op.inputs[1]), "shift": const_int(g, op.inputs[2])}
             tables = []
         else:
             tables = [table_operand(n, per_channel) for n in row.bound(op.inputs, CONST)]
-        program.append({"fn": op.op, "args": args, "tables": tables, **immediate,
-                        "dtype": g.tensors[op.outputs[0]].dtype, **MICRO_ATTRS[op.op](g, op)})
+        program.append({"fn": fn, "args": args, "tables": tables, **immediate,
+                        "dtype": g.tensors[op.outputs[0]].dtype, **attrs})
         results[op.outputs[0]] = f"%{len(program) - 1}"
     passes = len(program)
     space = TileSpace(
