@@ -93,8 +93,10 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
         if granule:
             prefix = _best_prefix(placement, root, first, granule, 0, keep, idle, cycles)
         if prefix is not None and prefix[2] > whole:
-            prefixed.append((root, first, granule, _stage_run(
-                placement, root, first, granule, 0, prefix, keep, idle, cycles, preloads)))
+            staged = _stage_run(placement, root, first, granule, 0, prefix, keep, idle, cycles,
+                                preloads)
+            if staged is not None:
+                prefixed.append((root, first, granule, staged))
         elif start is not None:
             placement.stage(root, start, last, min(ceiling[start:last + 1]))
             for u in users:
@@ -114,10 +116,11 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
             spare = min(plan.transfer - (load[root] - left), left) - plan.compute
             run = _best_prefix(placement, root, first, granule, row0, keep, idle, load[root],
                                spare=spare)
-            if run is None:
+            if run is not None:
+                row0 = _stage_run(placement, root, first, granule, row0, run, keep, idle,
+                                  load[root], preloads)
+            if run is None or row0 is None:
                 break
-            row0 = _stage_run(placement, root, first, granule, row0, run, keep, idle,
-                              load[root], preloads)
     for staged in preloads.values():          # a queue carries them in the order they are read
         staged.sort(key=lambda item: item[1])
     return preloads
@@ -174,12 +177,15 @@ def _stage_pack(placement: Placement, group: list[str], readers: dict, replaced:
 
 def _stage_run(placement: Placement, root: str, reader: int, granule: int, row0: int,
                run: tuple[int, int, float], keep: list[int], idle: list[float], load: float,
-               preloads: dict) -> int:
+               preloads: dict) -> int | None:
     """Stage `run` (start, boxes, _) of a constant's boxes from row `row0` as the next part
-    of its prefix, to preload after step start; returns the row after it."""
+    of its prefix, to preload after step start; returns the row after it, or None when the
+    room _best_prefix found is not there after all (then nothing is staged)."""
     start, count, _ = run
     rows = count * granule
-    placement.stage(root, start, reader, min(keep[start:reader + 1]), rows=rows, row0=row0)
+    if not placement.stage(root, start, reader, min(keep[start:reader + 1]), rows=rows,
+                           row0=row0):
+        return None
     _use(idle, start, reader, load * rows / placement.graph.tensors[root].shape[0])
     preloads.setdefault(start, []).append((root, reader, len(placement.prefixes[root]) - 1))
     return row0 + rows
