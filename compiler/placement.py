@@ -21,7 +21,8 @@ from npu_sim.isa.errors import DoesNotFitError
 from .allocate import IntervalAllocator, align
 from .ir import Graph, itemsize
 from .steps import Step
-from .view_moves import moved_view, reshape_view, view_moves, written_moves
+from .view_moves import (moved_view, reads_in_place_off_chip, reshape_view, view_moves,
+                         written_moves)
 
 NPU_KINDS = {"mac", "vector", "dma"}
 ON_CHIP_READERS = NPU_KINDS | {"alias"}      # a reshape reads nothing: its readers decide
@@ -63,16 +64,17 @@ class Placement:
                                                             self.virtual, onchip_size).items()
                             if s not in refused}
             self._place_all(steps, memory_sizes)
-            # A compute step reads a view in place only on chip: from external memory each
-            # tile's load would gather short runs (a transposed K from DRAM, a burst a byte).
-            # The views of a tensor that did not stay on chip become moves again.
-            off = {origin[r] for r in computed
-                   if getattr(self.loc.get(origin[r]), "mem", None) != ONCHIP}
+            # From external memory each tile's load of a view gathers its runs: the views
+            # of a tensor that did not stay on chip become moves again unless their runs
+            # are long (a transposed K from DRAM would pay a burst a byte).
+            dropped = {r for r in computed
+                       if getattr(self.loc.get(origin[r]), "mem", None) != ONCHIP
+                       and not reads_in_place_off_chip(graph, self.alias, self.virtual, r,
+                                                       resident_size)}
             spilled = {s for s, (t, _, _) in self.written.items() if self.loc[t].mem != ONCHIP}
             refused |= spilled
-            if not off and not spilled:
+            if not dropped and not spilled:
                 break
-            dropped = {r for r in computed if origin[r] in off}
             for r in list(self.virtual):      # in step order: views of those views too
                 if r in dropped or self.root(self.virtual[r][0]) in dropped:
                     dropped.add(r)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_sim.isa.commands import TensorView, dense
+from npu_sim.isa.commands import BURST_BYTES, TensorView, dense
 
 from .ir import Graph, itemsize
 
@@ -24,6 +24,25 @@ COMPUTE_KINDS = frozenset({"mac", "vector"})
 # shorter runs (a transposed K, one byte a word) stays a move, done once, instead of every
 # tile that reads it paying a word a byte; a head's rows of q or v (16-64 B) read in place.
 MIN_COMPUTE_RUN = 16
+
+
+def reads_in_place_off_chip(graph: Graph, alias: dict[str, str], virtual: dict, name: str,
+                            resident: int) -> bool:
+    """A compute step may read view `name` in place from external memory too when a copy
+    would gain nothing: too large for the `resident` share, the copy would go to external
+    memory as well, and its runs cost what the copy's would (each run pays whole bursts:
+    runs of at least eight bursts, or exact multiples of one, lose at most an eighth to
+    rounding), while the move that makes the copy reads those runs too, then writes and
+    reads them again (a ResNet downsample's input cropped to odd rows and columns: one run
+    per row). Short runs (a transposed K, a byte each) and copies that may stay on chip
+    (read by many tiles: attention heads on a large buffer) stay moves."""
+    if graph.tensors[name].nbytes <= resident:
+        return False
+    origin = _origin_view(graph, alias, virtual, name)
+    if origin is None:
+        return False
+    run = origin[1].contiguous_run() * itemsize(graph.tensors[name].dtype)
+    return run % BURST_BYTES == 0 or run >= 8 * BURST_BYTES
 
 
 def moved_view(src: TensorView, op, graph: Graph) -> TensorView:

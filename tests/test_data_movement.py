@@ -143,3 +143,44 @@ def test_narrow_parts_are_assembled_on_chip(kind, cfg, monkeypatch):
     monkeypatch.setattr(lower, "plan_assembly", lambda *a: None)
     direct = api.compile_model(load_bytes(_narrow(kind).serialize()), get_config(cfg))
     assert 2 * cycles < api.simulate(direct, get_config(cfg), timing_only=True).report.cycles
+
+
+def _cropped_downsample() -> GraphBuilder:
+    """A conv's 16x16 map cropped to 15x15 (TOSA's exact output size for a 1x1 stride-2
+    conv on an even map needs the last row and column gone, so frontends emit a SLICE),
+    then that conv: ResNet's projection shortcut."""
+    from ops_sim_support import conv_attr, const, mac_stage
+    rng = np.random.default_rng(13)
+    g = GraphBuilder()
+    x = g.tensor((1, 16, 16, 32), DType.INT8, rand(rng, DType.INT8, (1, 16, 16, 32)))
+    acc = g.intermediate((1, 16, 16, 64), DType.INT32)
+    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (64, 3, 3, 32)), DType.INT8),
+                    const(g, np.zeros(64, np.int32), DType.INT32), scalar(g, 0, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc], conv_attr((1, 1, 1, 1), (1, 1), (1, 1)))
+    mid = mac_stage(g, rng, acc, np.array([9 * 32 * 128 * 128]), (1, 16, 16, 64),
+                    mode="rescale", output=False)
+    crop = g.intermediate((1, 15, 15, 64), DType.INT8)
+    g.op("SLICE", [mid, shape_const(g, (0, 0, 0, 0)), shape_const(g, (1, 15, 15, 64))], [crop])
+    acc2 = g.intermediate((1, 8, 8, 16), DType.INT32)
+    g.op("CONV2D", [crop, const(g, rand(rng, DType.INT8, (16, 1, 1, 64)), DType.INT8),
+                    const(g, np.zeros(16, np.int32), DType.INT32), scalar(g, 0, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc2], conv_attr((0, 0, 0, 0), (2, 2), (1, 1)))
+    mac_stage(g, rng, acc2, np.array([64 * 128 * 128]), (1, 8, 8, 16), mode="rescale")
+    return g
+
+
+def test_a_crop_too_large_to_stay_on_chip_is_read_in_place(monkeypatch):
+    """On a 4 KiB buffer the 14 KB crop goes to DRAM either way: copying it there reads its
+    960-byte rows, writes them and reads them back, so the strided conv reads the rows in
+    place instead (the SLICE emits nothing), bit-exact and faster."""
+    from npu_sim.compiler import placement
+    from ops_sim_support import check, get_config
+
+    cfg = get_config("4KiB")
+    program = check(_cropped_downsample(), "4KiB")
+    assert [list(layer.ops) for layer in program.layers] == [["CONV2D", "RESCALE"]] * 2
+    cycles = api.simulate(program, cfg, timing_only=True).report.cycles
+    monkeypatch.setattr(placement, "reads_in_place_off_chip", lambda *a: False)
+    moved = api.compile_model(load_bytes(_cropped_downsample().serialize()), cfg)
+    assert [layer.ops[0] for layer in moved.layers] == ["CONV2D", "SLICE", "CONV2D"]
+    assert cycles < api.simulate(moved, cfg, timing_only=True).report.cycles

@@ -329,9 +329,10 @@ def test_view_moves_read_by_moves_are_composed_into_their_readers(monkeypatch):
 
 
 def test_views_of_a_tensor_stored_off_chip_are_moved():
-    """A MAC step reads a view in place only on chip: where the tensor it views is stored in
-    DRAM (BERT's QKV output on default), each tile would gather its rows from DRAM, so the
-    view is moved on chip as before and the matmuls read the copy. The transformer's QKV
+    """A MAC step reads a view of a tensor stored in DRAM (BERT's QKV output on default) in
+    place only when its copy could not stay on chip either: each tile would gather its rows
+    from DRAM, so a view the resident share holds is moved on chip and the matmuls read the
+    copy. The transformer's QKV
     output stays on chip in 16 KiB, not in 4 KiB."""
     tosa = zoo.build("transformer")[0]
     moves = {}
