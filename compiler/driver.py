@@ -12,6 +12,7 @@ from npu_sim.isa.dtypes import STORAGE, itemsize
 from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
+from .buffering import plan_buffering
 from .cascade import fuse_producers
 from .emit import CommandLimit, HoistingEmitter
 from .fold import fold_constants, remove_noop_reshapes
@@ -189,6 +190,7 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
                         handoffs=_handoffs(steps), room_slack=config.schedule.room_slack,
                         port_cost=port_cost)
     preloads = plan_prefetch(graph, steps, placement, lowering)
+    plan_buffering(graph, steps, placement, lowering, preloads, memory_cost)
     placement.widen_workspaces()
     layer_of, count = [], 0             # step index -> index of its layer (aliases have none)
     filled = {target for target, _, _ in placement.written.values()}

@@ -9,6 +9,7 @@ from npu_sim.isa.opcodes import OPCODES
 
 from .allocate import align
 from .assembly import block_parts, box_view, plan as plan_assembly
+from .buffering import Buffered
 from .cascade import cascade_space
 from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
@@ -75,7 +76,10 @@ class Lowering:
         loads of the steps it overlaps."""
         self.em.prefetching = True
         try:
-            self._preload(name, part)
+            if isinstance(part, Buffered):
+                self._buffer(name, part)
+            else:
+                self._preload(name, part)
         finally:
             self.em.prefetching = False
 
@@ -101,6 +105,23 @@ class Lowering:
             count = min(per, rows - first)
             self.em.copy(_rows(src, 0, first, count), _rows(dst, 0, first, count),
                          queues[k % len(queues)])
+
+    def _buffer(self, name: str, part: Buffered):
+        """Copy boxes of a constant into their room in the feature-map memory, a chunk at a
+        time through the two on-chip bounce buffers, both copies on the constants' queue. A
+        copy from one external memory to another would hold the faster one's port at the
+        slower one's rate; through the buffer each memory's port is held for its own bytes."""
+        home, queue, k = self.p.home(name), self._channel("const"), 0
+        for box in part.boxes:
+            src, dst = box_view(home, box), self.p.buffered[name, box]
+            rows = max(1, part.chunk * dst.shape[0] // dst.nbytes)
+            for first in range(0, dst.shape[0], rows):
+                count = min(rows, dst.shape[0] - first)
+                piece = _rows(dst, 0, first, count)
+                bounce = dense(ONCHIP, part.bounce + k % 2 * part.chunk, piece.shape, piece.dtype)
+                self.em.copy(_rows(src, 0, first, count), bounce, queue)
+                self.em.copy(bounce, piece, queue)
+                k += 1
 
     def _preload_queues(self) -> list[int]:
         """The queues a long preload's chunks take in turn: the constants' and those no role
@@ -237,7 +258,9 @@ class Lowering:
             channel = self._channel(kind)
 
             def fetch(part, axis, first, count):
-                src = self.p.view(opnd.tensor, part, opnd.dtype)
+                src = self.p.buffered.get((opnd.tensor, tuple(map(tuple, part))))
+                if src is None or src.dtype != opnd.dtype:
+                    src = self.p.view(opnd.tensor, part, opnd.dtype)
                 self.em.copy(src, dst if axis is None else _rows(dst, axis, first, count), channel)
         overlap = _overlap(previous[0], box) if previous is not None else None
         if overlap is None:

@@ -58,6 +58,9 @@ class Placement:
         # constant -> its staged parts (address, first row, rows): its leading rows, staged
         # in runs of whole rows that may each have their own room and time
         self.prefixes: dict[str, list[tuple[int, int, int]]] = {}
+        # (constant, box) -> a copy of that box of it in the feature-map memory, which its
+        # reader loads instead (compiler/buffering.py)
+        self.buffered: dict[tuple[str, tuple], TensorView] = {}
         refused: set[str] = set()
         while True:
             self.written = {s: w for s, w in written_moves(graph, steps, self.alias,
@@ -161,6 +164,32 @@ class Placement:
             self.pack_of[name] = names[0]
         self.packs[names[0]] = (addr, sum(sizes))
         self._raise_floors(first, last, align(addr + sum(sizes)))
+        return True
+
+    def reserve(self, size: int, first: int, last: int, limit: int, commit: bool) -> int | None:
+        """On-chip room for `size` bytes of buffers over steps [first, last], ending at or
+        below `limit` (its address, or None); with `commit`, taken from those steps'
+        workspaces."""
+        if not commit:
+            return self._resident.find(size, first, last, limit)
+        addr = self._resident.place(size, first, last, limit)
+        if addr is not None:
+            self._raise_floors(first, last, align(addr + size))
+        return addr
+
+    def buffer(self, name: str, boxes, first: int, last: int) -> bool:
+        """Reserve room in the feature-map memory over steps [first, last] for dense copies
+        of `boxes` of constant `name`, laid out one after another; False when it does not
+        fit beside the feature maps living then."""
+        t = self.graph.tensors[name]
+        sizes = [align(itemsize(t.dtype) * int(np.prod([n for _, n in box]))) for box in boxes]
+        addr = self._fm.place(sum(sizes), first, last)
+        if addr is None:
+            return False
+        for box, size in zip(boxes, sizes):
+            self.buffered[name, box] = dense(self.fm_id, addr, [n for _, n in box], t.dtype)
+            addr += size
+        self.fm_bytes = self._fm.high_water
         return True
 
     def pack_home(self, lead: str) -> TensorView:
@@ -288,6 +317,7 @@ class Placement:
             if group in span:
                 shared[group] = self.loc[name]
         self.fm_bytes = fm.high_water
+        self._fm = fm
 
     @staticmethod
     def _shared_root(share: dict[str, str], name: str) -> str:

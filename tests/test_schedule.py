@@ -468,7 +468,10 @@ def _stores_and_what_is_queued_ahead(program):
     for store in cmds:
         if not (isinstance(store, DmaCopy) and store.src.mem == ONCHIP and store.dst.mem != ONCHIP):
             continue
-        root = max(d for d in store.deps if not isinstance(cmds[d], DmaCopy))
+        computes = [d for d in store.deps if not isinstance(cmds[d], DmaCopy)]
+        if not computes:          # a weight buffered in system SRAM, from its bounce buffer
+            continue
+        root = max(computes)
         late, queues, ahead = {root}, set(), []
         for c in cmds[root + 1:store.id]:
             waits = engine(c) in queues or any(

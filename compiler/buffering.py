@@ -1,0 +1,197 @@
+"""Weight buffering: copy boxes of a constant from a slow weights memory into free room of the
+faster feature-map memory while the weights memory idles, and let its reader load them there.
+
+Where the weights live apart from the feature maps in a slower memory (edge-256: flash at
+1 B/cycle beside a system SRAM at 8), a step whose loads of a constant outlast its compute
+waits for them, while the steps before it that read no constants (layer norms, softmaxes,
+data movement) leave the weights memory idle, and the on-chip buffer has no room for their
+copies: a weight-heavy step needs the whole of it. As Vela buffers weights in system SRAM,
+such a reader's boxes are copied there during those idle steps, by the steps' tile plans'
+estimates as many as the idle time loads, spread evenly over the reader's loads (a reader
+streams a box while it computes on the box before, so the boxes it loads fast let the
+weights memory catch up); its loads then take fewer cycles. Only as many as bring the
+reader's loads down to its compute: more would gain nothing.
+
+A copy passes through two small bounce buffers on chip, reserved over the idle steps like
+a staged constant (compiler/prefetch.py): one DMA copy from one external memory to another
+would hold the faster memory's port at the slower one's rate (npu_sim/cost.py), and those
+steps keep that port busy. Its room in the feature-map memory is reserved, beside the
+feature maps, from the first idle step to the reader.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .prefetch import TILED, _use
+from .tiling import iterate_tiles
+
+MIN_CHUNK = 1024            # bytes of a bounce buffer, at least: two fit beside any vector step
+MAX_CHUNK = 8192            # and at most: larger chunks only save a few DMA setups
+MARGIN = 0.9                # of an idle stretch's estimated cycles, the share it books
+
+
+@dataclass(frozen=True)
+class Buffered:
+    """A preload (compiler/lower.py): boxes of a constant copied into their room in the
+    feature-map memory (Placement.buffered), `chunk` bytes at a time through two on-chip
+    bounce buffers at `bounce`."""
+    boxes: tuple
+    bounce: int
+    chunk: int
+
+
+def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cost) -> None:
+    """Add to `preloads` (step -> (constant, reader, part) to copy after it, as
+    plan_prefetch() returns) the boxes to buffer in the feature-map memory."""
+    slow, fast = memory_cost(placement.weights_id), memory_cost(placement.fm_id)
+    if placement.weights_id == placement.fm_id or not fast < slow:
+        return
+    n, onchip = len(steps), placement.onchip_size
+    need, idle, quiet = [0] * n, [0.0] * n, [True] * n
+    loads: dict[int, tuple] = {}        # reader -> (its plan, its heaviest constant, _boxes())
+    readers: dict[str, set[int]] = {}
+    for i, step in enumerate(steps):
+        for name in step.inputs:
+            readers.setdefault(placement.root(name), set()).add(i)
+    for i, step in enumerate(steps):
+        budget = placement.workspaces[i][1]
+        if step.kind == "dma":
+            need[i] = lowering.staging_need(step, budget)
+        if step.kind not in TILED:
+            continue
+        space, _, _, plan = lowering.plan(step, budget)
+        if plan is None:
+            need[i] = onchip
+            continue
+        need[i] = plan.working_set
+        slow_loads, heaviest = 0.0, (0, None, None)
+        for opnd in space.inputs:
+            loc = placement.find(opnd.tensor)
+            if opnd.role not in plan.buffers or getattr(loc, "mem", 0) != placement.weights_id:
+                continue
+            boxes = _boxes(space, plan, opnd)
+            moved = sum(nbytes * count for nbytes, count in boxes.values())
+            slow_loads += moved * slow
+            if (moved > heaviest[0] and opnd.tensor == placement.root(opnd.tensor)
+                    and readers[opnd.tensor] == {i}):
+                heaviest = (moved, opnd.tensor, boxes)
+        # A step loading from the weights memory itself keeps it: its loads pass the copies
+        # queued before them, which would then wait for the steps after.
+        quiet[i] = not slow_loads
+        idle[i] = plan.cost if quiet[i] else 0.0
+        if heaviest[1] is not None and plan.transfer > plan.compute:
+            loads[i] = (plan, *heaviest[1:])
+    outputs = {placement.root(o) for o in graph.outputs}
+    for start, items in preloads.items():      # the weights memory's time the preloads take
+        for name, reader, part in items:
+            _use(idle, max(start, 0), reader, _preload_bytes(graph, placement, name, part) * slow)
+    ceiling = [onchip - need[j] for j in range(n)]
+    for reader, (plan, name, boxes) in sorted(loads.items()):
+        if name in outputs or name in placement.prefixes or name in placement.pack_of:
+            continue
+        # A reader streams a box while it computes the tile before, so a box in the faster
+        # memory shortens its own tile only, to its compute (by the tile plan's per-tile
+        # estimate); its copy holds the faster memory's port a while in a step that may be
+        # waiting for it. Only where that pays.
+        per_tile = plan.transfer / plan.n_tiles
+        largest = max(nbytes for nbytes, _ in boxes.values())
+        gain = per_tile - max(plan.compute / plan.n_tiles, per_tile - largest * (slow - fast))
+        if gain <= largest * fast:
+            continue
+        # as many boxes as bring the reader's loads down to its compute, by its estimate, or
+        # as the idle stretches before it load; spread over all its loads
+        stretches = list(_stretches(placement, ceiling, idle, quiet, reader))
+        rooms = [sum(idle[a + 1:b + 1]) * MARGIN / (slow + fast) for a, b, _ in stretches]
+        copied = sum(nbytes for nbytes, _ in boxes.values())
+        value = sum(nbytes * count for nbytes, count in boxes.values())
+        wanted = min((plan.transfer - plan.compute) / (slow - fast), sum(rooms) * value / copied)
+        chosen = list(_spread(boxes, wanted))
+        for first, last, chunk in stretches:
+            # Each step's share is queued with its commands (after the step before, in the
+            # bounce buffers' room from then on), so the copies keep pace with the steps: the
+            # ones after the stretch, whose buffers may take that room, need not wait for
+            # them, nor the preloads planned after later steps queue behind all of them.
+            portions, size, room = [], 0, 0.0
+            for j in range(first + 1, last + 1):
+                room += idle[j] * MARGIN / (slow + fast)
+                take = []
+                while chosen and size + boxes[chosen[0]][0] <= room:
+                    size += boxes[chosen[0]][0]
+                    take.append(chosen.pop(0))
+                if take:
+                    portions.append((j - 1, tuple(take)))
+            if not portions or not placement.buffer(
+                    name, sum((take for _, take in portions), ()), first, reader):
+                continue
+            bounce = placement.reserve(2 * chunk, first, last, min(ceiling[first:last + 1]),
+                                       commit=True)
+            _use(idle, first + 1, last + 1, size * (slow + fast))
+            for j, take in portions:
+                preloads.setdefault(j, []).append((name, reader, Buffered(take, bounce, chunk)))
+    for staged in preloads.values():          # a queue carries them in the order they are read
+        staged.sort(key=lambda item: item[1])
+
+
+def _boxes(space, plan, opnd) -> dict[tuple, list[int]]:
+    """box -> [bytes, loads] of each box of an operand its step's tiles load, in the order
+    first loaded: as the lowering loads it, again only when the box changes from the tile
+    before."""
+    out: dict[tuple, list[int]] = {}
+    previous = None
+    for tile in iterate_tiles(plan, space.dims):
+        box = tuple(map(tuple, opnd.box(tile)))
+        if box != previous:
+            if box not in out:
+                count = opnd.itemsize
+                for _, size in box:
+                    count *= size
+                out[box] = [count, 0]
+            out[box][1] += 1
+            previous = box
+    return out
+
+
+def _spread(boxes: dict[tuple, list[int]], wanted: float):
+    """The boxes to buffer, spread evenly over the order they are loaded in, for `wanted`
+    bytes of loads (all of them when that is more)."""
+    total = sum(nbytes * count for nbytes, count in boxes.values())
+    share, mark = min(1.0, max(wanted, 0.0) / total) if total else 0.0, 0.0
+    for box in boxes:
+        mark += share
+        if mark >= 1.0 - 1e-9:
+            mark -= 1.0
+            yield box
+
+
+def _stretches(placement, ceiling: list[int], idle: list[float], quiet: list[bool],
+               reader: int):
+    """(first, last, chunk) of each run of steps before `reader`, earliest first, that load
+    nothing from the weights memory and over which two bounce buffers of `chunk` bytes fit on
+    chip beside the steps' working sets, with idle time for the weights memory."""
+    def fits(size, a, b):
+        return all(quiet[a:b + 1]) and placement.reserve(
+            size, a, b, min(ceiling[a:b + 1]), commit=False) is not None
+    a = 0
+    while a < reader:
+        if not fits(2 * MIN_CHUNK, a, a):
+            a += 1
+            continue
+        b = a
+        while b + 1 < reader and fits(2 * MIN_CHUNK, a, b + 1):
+            b += 1
+        if sum(idle[a:b + 1]) > 0:
+            chunk = MIN_CHUNK
+            while chunk < MAX_CHUNK and fits(4 * chunk, a, b):
+                chunk *= 2
+            yield a, b, chunk
+        a = b + 1
+
+
+def _preload_bytes(graph, placement, name: str, part) -> int:
+    """Bytes a preload of plan_prefetch() copies from the weights memory."""
+    if name in placement.packs:
+        return placement.packs[name][1]
+    t = graph.tensors[name]
+    if part is None:
+        return t.nbytes
+    return t.nbytes // t.shape[0] * placement.prefixes[name][part][2]
