@@ -12,7 +12,10 @@ the schedule.
   problem into commands only adds folds, fills and partial-sum traffic.
 - Buffer: each memory streams its bytes in layer order at its bandwidth, at most the whole
   on-chip buffer ahead of the layer that uses them (`stream_cycles`), from the moment its
-  first bytes can arrive (a DMA setup and the memory's latency).
+  first bytes can arrive (a DMA setup and the memory's latency). Where the feature maps live
+  in another memory, a schedule may buffer the weights there too (edge-256's flash weights in
+  system SRAM, as Vela does and compiler/buffering.py does), so that memory's whole size
+  counts as room as well (`lookahead`).
 
 Both relax the real machine (no tiles, one setup and latency in all, no feature-map traffic,
 every byte freed the moment it is used, the vector unit free), so no schedule beats the bound.
@@ -71,6 +74,15 @@ def stream_cycles(compute: list[float], needed: list[float], bytes_per_cycle: fl
     return t
 
 
+def lookahead(config, mem: str) -> int:
+    """Bytes memory `mem` can deliver ahead of their use: the on-chip buffer, and all of the
+    feature maps' memory when that is another (nothing in the machine stops a DMA from
+    parking bytes there; the room the feature maps leave is not counted off, so the bound
+    stays below every schedule)."""
+    fm = config.placement.feature_maps
+    return config.sram.size + (config.memories[fm].size if fm != mem else 0)
+
+
 def attainable(layers, config) -> dict:
     """{'cycles', 'bound_by', 'terms'}: the attainable bound and, per memory, the stream bound
     it took the maximum of ('compute' alone when no layer moves external bytes)."""
@@ -80,7 +92,7 @@ def attainable(layers, config) -> dict:
     for mem in sorted({m for layer in layers for m in layer.min_bytes}):
         needed = [layer.min_bytes.get(mem, 0) for layer in layers]
         terms[mem] = stream_cycles(compute, needed, config.memory_bytes_per_cycle(mem),
-                                   config.sram.size)
+                                   lookahead(config, mem))
         if first is not None and needed[first]:
             # The first layer computes nothing before its first bytes from this memory
             # arrive, a DMA setup and the memory's latency after the start.

@@ -94,7 +94,7 @@ class Report:
              f"-bound); simulated {self.cycles / max(self.roofline['cycles'], 1):.2f}x the bound",
              f"  attainable bound  {reach['cycles']:,} cycles (array mapping; "
              + ("compute-bound" if reach["bound_by"] == "compute" else
-                f"{reach['bound_by']} streamed through the on-chip buffer")
+                f"{reach['bound_by']} streamed ahead of its readers")
              + f"); simulated {self.cycles / max(reach['cycles'], 1):.2f}x",
              f"  MACs              {self.total_macs:,}  (MAC utilization {self.mac_utilization:.1%})",
              f"  operators         NPU {self.operators['npu']} "
