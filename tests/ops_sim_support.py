@@ -254,6 +254,17 @@ def conv_attr(pad, stride, dil):
     return a
 
 
+def int8_conv(g, rng, x, ic, out_shape, kernel, pad=(0, 0, 0, 0), stride=(1, 1)) -> str:
+    """A CONV2D of int8 tensor `x` (`ic` channels) with random int8 weights of `kernel`
+    (kh, kw), zero bias and zero points, into a new int32 accumulator of `out_shape`."""
+    oc = out_shape[-1]
+    acc = g.intermediate(out_shape, DType.INT32)
+    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (oc, *kernel, ic)), DType.INT8),
+                    const(g, np.zeros(oc, np.int32), DType.INT32), scalar(g, 0, DType.INT8),
+                    scalar(g, 0, DType.INT8)], [acc], conv_attr(pad, stride, (1, 1)))
+    return acc
+
+
 def mac_stage(g, rng, acc_name, acc, shape, *, mode, scale32=True, rounding="SINGLE_ROUND",
               per_channel=True, acc_dt=DType.INT32, out_dt=DType.INT8, output=True):
     """After an accumulator tensor: nothing (mode 'acc'), RESCALE to out_dt ('rescale'),

@@ -149,23 +149,17 @@ def _cropped_downsample() -> GraphBuilder:
     """A conv's 16x16 map cropped to 15x15 (TOSA's exact output size for a 1x1 stride-2
     conv on an even map needs the last row and column gone, so frontends emit a SLICE),
     then that conv: ResNet's projection shortcut."""
-    from ops_sim_support import conv_attr, const, mac_stage
+    from ops_sim_support import int8_conv, mac_stage
     rng = np.random.default_rng(13)
     g = GraphBuilder()
     x = g.tensor((1, 16, 16, 32), DType.INT8, rand(rng, DType.INT8, (1, 16, 16, 32)))
-    acc = g.intermediate((1, 16, 16, 64), DType.INT32)
-    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (64, 3, 3, 32)), DType.INT8),
-                    const(g, np.zeros(64, np.int32), DType.INT32), scalar(g, 0, DType.INT8),
-                    scalar(g, 0, DType.INT8)], [acc], conv_attr((1, 1, 1, 1), (1, 1), (1, 1)))
+    acc = int8_conv(g, rng, x, 32, (1, 16, 16, 64), (3, 3), pad=(1, 1, 1, 1))
     mid = mac_stage(g, rng, acc, np.array([9 * 32 * 128 * 128]), (1, 16, 16, 64),
                     mode="rescale", output=False)
     crop = g.intermediate((1, 15, 15, 64), DType.INT8)
     g.op("SLICE", [mid, shape_const(g, (0, 0, 0, 0)), shape_const(g, (1, 15, 15, 64))], [crop])
-    acc2 = g.intermediate((1, 8, 8, 16), DType.INT32)
-    g.op("CONV2D", [crop, const(g, rand(rng, DType.INT8, (16, 1, 1, 64)), DType.INT8),
-                    const(g, np.zeros(16, np.int32), DType.INT32), scalar(g, 0, DType.INT8),
-                    scalar(g, 0, DType.INT8)], [acc2], conv_attr((0, 0, 0, 0), (2, 2), (1, 1)))
-    mac_stage(g, rng, acc2, np.array([64 * 128 * 128]), (1, 8, 8, 16), mode="rescale")
+    acc = int8_conv(g, rng, crop, 64, (1, 8, 8, 16), (1, 1), stride=(2, 2))
+    mac_stage(g, rng, acc, np.array([64 * 128 * 128]), (1, 8, 8, 16), mode="rescale")
     return g
 
 

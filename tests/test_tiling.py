@@ -11,7 +11,7 @@ import pytest
 from npu_sim import api, zoo
 from npu_sim.compiler import tiling
 from npu_sim.compiler.loader import load_bytes
-from ops_sim_support import const, conv_attr, mac_stage, rand, scalar
+from ops_sim_support import int8_conv, mac_stage, rand
 from oracle import DType, GraphBuilder
 
 DATA = Path(__file__).parent / "data"
@@ -76,10 +76,7 @@ def test_a_room_bound_search_splits_rows_in_columns(monkeypatch):
     rng = np.random.default_rng(13)
     g = GraphBuilder()
     x = g.tensor((1, 14, 14, 1024), DType.INT8, rand(rng, DType.INT8, (1, 14, 14, 1024)))
-    acc = g.intermediate((1, 14, 14, 256), DType.INT32)
-    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (256, 1, 1, 1024)), DType.INT8),
-                    const(g, np.zeros(256, np.int32), DType.INT32), scalar(g, 0, DType.INT8),
-                    scalar(g, 0, DType.INT8)], [acc], conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    acc = int8_conv(g, rng, x, 1024, (1, 14, 14, 256), (1, 1))
     out = mac_stage(g, rng, acc, np.array([1024 * 128 * 128]), (1, 14, 14, 256), mode="clamp")
     tosa, cfg = g.serialize(), api.load_config("edge-256")
     program = api.compile_model(load_bytes(tosa, "conv.tosa"), cfg)
