@@ -126,13 +126,20 @@ def goals(results: dict) -> list[dict]:
                 if s_cpu is not None else "not measured (needs >= 2 networks)",
                 "met": None if s_cpu is None else s_cpu <= 1.0})
 
-    rows = [row for row in sc.get("rows", []) if row.get("full_fixed_peak_over_model")
-            is not None and row["config"] == "default"]
+    # Per network, its worst preset: the tiles' working memory (large-8k) and the program's
+    # commands (edge-256) grow with the preset, not only the model.
+    worst: dict[str, dict] = {}
+    for row in sc.get("rows", []):
+        ratio = row.get("full_fixed_peak_over_model")
+        if ratio is not None and ratio >= worst.get(row["network"], {}).get(
+                "full_fixed_peak_over_model", -1.0):
+            worst[row["network"]] = row
+    rows = list(worst.values())
     if rows:
         measured = (f"above the {_f(sc.get('fixed_peak_mib'), '{:.1f}')} MiB peak of the "
-                    "smallest run, on default: " + ", ".join(
-                        f"{row['network']} {row['full_fixed_peak_over_model']:.1f}x "
-                        f"({row['full_peak_mib']:.0f} MiB peak, "
+                    "smallest run, each network on its worst preset: " + ", ".join(
+                        f"{row['network']} {row['full_fixed_peak_over_model']:.1f}x on "
+                        f"{row['config']} ({row['full_peak_mib']:.0f} MiB peak, "
                         f"{row['model_bytes'] / 2 ** 20:.2f} MiB model)" for row in rows)
                     + f"; above the {_f(sc.get('startup_peak_mib'), '{:.0f}')} MiB of "
                     "`npu-sim --help` (imports only): " + ", ".join(
