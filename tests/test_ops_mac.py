@@ -311,3 +311,26 @@ def test_random_matmul(seed, cfg):
     mac_stage(g, rng, o, acc, acc.shape, mode=mode, rounding="SINGLE_ROUND",
               per_channel=bool(_ri(rng, 0, 1)))
     check(g, cfg, layers=fused("MATMUL", mode))
+# --------------------------------------------------------------------------------------------
+# large tiles run in slabs (npu_sim/execute.py): bounded temporaries, the same integers
+
+
+@pytest.mark.parametrize("test, args", [
+    (test_conv2d, (0,)), (test_conv2d, (3,)), (test_conv2d_large_rows_and_channels_split,
+                                               ("DOUBLE_ROUND",)),
+    (test_conv2d_input_channels_split, ("acc",)), (test_depthwise_conv2d, (1,)),
+    (test_matmul, (0,)), (test_matmul, (1,))])
+def test_tiles_in_slabs_of_rows_and_channels_are_bit_exact(test, args, cfg, monkeypatch):
+    """With slabs of a few outputs and weights, every tile of these convolutions (padding,
+    stride, dilation, split reductions) and matmuls runs in many slabs, bit-exact."""
+    from npu_sim import execute
+    monkeypatch.setattr(execute, "ROW_SLAB", 11)
+    monkeypatch.setattr(execute, "CHANNEL_SLAB", 40)
+    tiles = []
+    run_tile = execute._mac_tile
+    monkeypatch.setattr(execute, "_mac_tile", lambda *a: tiles.append(1) or run_tile(*a))
+    commands = []
+    run_mac = execute._mac
+    monkeypatch.setattr(execute, "_mac", lambda *a: commands.append(1) or run_mac(*a))
+    test(*args, cfg)
+    assert len(tiles) > 2 * len(commands) > 0
