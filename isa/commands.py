@@ -92,16 +92,17 @@ def dense(mem: int, addr: int, shape, dtype: str) -> TensorView:
     return make_view((mem, addr, shape, tuple(reversed(strides)), dtype))
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Command:
-    """What every command has: its id, the commands it waits for and its layer."""
+    """What every command has: its id, the commands it waits for and its layer. Slotted: a
+    program holds tens of thousands of commands, and an instance dict each took 0.3 KB."""
 
     id: int
     deps: tuple[int, ...] = ()
     layer: int = -1          # index into Program.layers, for per-layer reports
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class DmaCopy(Command):
     """Copy src to dst element by element (shapes equal): loads, stores and memory moves."""
 
@@ -114,7 +115,7 @@ class DmaCopy(Command):
         return f"dma{self.channel}"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class DmaFill(Command):
     """Write one constant value to every element of dst (padding borders, initial values)."""
 
@@ -127,7 +128,7 @@ class DmaFill(Command):
         return f"dma{self.channel}"
 
 
-@dataclass(kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class Compute(Command):
     """A tile operation on the MAC array or vector unit, or a host-CPU fallback operation.
 

@@ -98,6 +98,12 @@ def _mutated(program, change):
     return p
 
 
+def _edit_attrs(c, **changes):
+    """A decoded command's attributes are a read-only view of the block it shares: edited by
+    giving it a dict of its own (None: the attribute removed)."""
+    c.attrs = {k: v for k, v in {**c.attrs, **changes}.items() if v is not None}
+
+
 def _first(p, kind):
     return next(c for c in p.commands if type(c).__name__ == kind or getattr(c, "op", "") == kind)
 
@@ -107,8 +113,8 @@ CHANGES = {
                                               _first(p, "DmaCopy").src._replace(addr=1 << 40)), "spans bytes"),
     "memory that does not exist": (lambda p: setattr(_first(p, "DmaCopy"), "dst",
                                                      _first(p, "DmaCopy").dst._replace(mem=9)), "does not exist"),
-    "missing attribute": (lambda p: _first(p, "conv2d").attrs.pop("pad"), "attribute pad missing"),
-    "permute without strides": (lambda p: _first(p, "permute").attrs.pop("strides"),
+    "missing attribute": (lambda p: _edit_attrs(_first(p, "conv2d"), pad=None), "attribute pad missing"),
+    "permute without strides": (lambda p: _edit_attrs(_first(p, "permute"), strides=None),
                                 "attribute strides missing"),
     "multiplier without shift": (lambda p: _first(p, "conv2d").inputs.pop("shift"),
                                  "both multiplier and shift"),
@@ -116,9 +122,9 @@ CHANGES = {
         mem=p.segments[0].mem, addr=p.segments[0].addr)), "read-only"),
     "a MAC output of bool": (lambda p: _first(p, "conv2d").outputs.update(
         {k: v._replace(dtype="bool") for k, v in _first(p, "conv2d").outputs.items()}), "not bool"),
-    "attribute of the wrong type": (lambda p: _first(p, "conv2d").attrs.update(stride="2"), "attribute stride"),
-    "attribute of the wrong length": (lambda p: _first(p, "conv2d").attrs.update(pad=(0, 0)), "length 4"),
-    "zero stride": (lambda p: _first(p, "conv2d").attrs.update(stride=(0, 1)), "stride"),
+    "attribute of the wrong type": (lambda p: _edit_attrs(_first(p, "conv2d"), stride="2"), "attribute stride"),
+    "attribute of the wrong length": (lambda p: _edit_attrs(_first(p, "conv2d"), pad=(0, 0)), "length 4"),
+    "zero stride": (lambda p: _edit_attrs(_first(p, "conv2d"), stride=(0, 1)), "stride"),
     "output shape": (lambda p: _first(p, "conv2d").outputs.update(
         {k: v._replace(shape=v.shape[:3] + (v.shape[3] + 1,)) for k, v in _first(p, "conv2d").outputs.items()}),
         "output shape should be"),
@@ -158,8 +164,9 @@ def test_decoded_commands_are_what_their_constructors_make(program):
     for cls in (DmaCopy, DmaFill, Compute):
         assert not hasattr(cls, "__post_init__")
     for c in decoded:
-        made = type(c)(**vars(c))
-        assert vars(made) == vars(c) and list(vars(made)) == list(vars(c))
+        values = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}
+        made = type(c)(**values)
+        assert made == c and all(getattr(made, name) is value for name, value in values.items())
     assert decoded == program.commands
 
 
@@ -174,14 +181,14 @@ def test_a_field_outside_the_formats_range_is_refused_naming_its_command(program
 
 
 def test_unknown_attributes_are_refused_before_the_commands_are_built(program, monkeypatch):
-    """A decoded command owns a copy of its attribute block, which the file stores once: a
-    block of 255 names no opcode has, shared by every command, would cost each command's
-    copy. Such a block is refused when it is first read (and by the encoder)."""
+    """A block of 255 attribute names no opcode has, which the file stores once and every
+    command shares, is refused when it is first read (and by the encoder), before any
+    command is built."""
     from npu_sim.isa import encoding
     bad = decode(encode(program))
     for c in bad.commands:
         if isinstance(c, Compute) and c.unit != "host":
-            c.attrs.update({f"x{i}": i for i in range(255 - len(c.attrs))})
+            _edit_attrs(c, **{f"x{i}": i for i in range(255 - len(c.attrs))})
     with pytest.raises(ProgramError, match="unknown attributes"):
         encode(bad)
     monkeypatch.setattr(encoding, "check", lambda cmd: None)

@@ -174,6 +174,7 @@ def _structured_npub(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     elif kind == "attr" and getattr(c, "attrs", None):
         name = rng.choice(sorted(c.attrs))
         choice = rng.choice(["delete", "str", "int", "tuple", "none", "float", "huge", "neg"])
+        c.attrs = dict(c.attrs)         # a decoded command shares a read-only block
         if choice == "delete":
             del c.attrs[name]
         else:
