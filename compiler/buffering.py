@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .prefetch import TILED, _use
+from .prefetch import TILED, book_idle
 from .tiling import iterate_tiles
 
 MIN_CHUNK = 1024            # bytes of a bounce buffer, at least: two fit beside any vector step
@@ -84,7 +84,8 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
     outputs = {placement.root(o) for o in graph.outputs}
     for start, items in preloads.items():      # the weights memory's time the preloads take
         for name, reader, part in items:
-            _use(idle, max(start, 0), reader, _preload_bytes(graph, placement, name, part) * slow)
+            book_idle(idle, max(start, 0), reader,
+                      _preload_bytes(graph, placement, name, part) * slow)
     ceiling = [onchip - need[j] for j in range(n)]
     for reader, (plan, name, boxes) in sorted(loads.items()):
         if name in outputs or name in placement.prefixes or name in placement.pack_of:
@@ -125,7 +126,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
                 continue
             bounce = placement.reserve(2 * chunk, first, last, min(ceiling[first:last + 1]),
                                        commit=True)
-            _use(idle, first + 1, last + 1, size * (slow + fast))
+            book_idle(idle, first + 1, last + 1, size * (slow + fast))
             for j, take in portions:
                 preloads.setdefault(j, []).append((name, reader, Buffered(take, bounce, chunk)))
     for staged in preloads.values():          # a queue carries them in the order they are read

@@ -102,7 +102,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
             for u in users:
                 need[u] -= replaced.get((u, root), 0)
             preloads.setdefault(start, []).append((root, first, None))
-            _use(idle, start, first, cycles)
+            book_idle(idle, start, first, cycles)
     for group in packs:          # in the room the others leave, which they need not share
         _stage_pack(placement, group, readers, replaced, need, onchip, preloads)
     # Then each prefix's next boxes, in runs where and when the room the others leave allows
@@ -186,12 +186,12 @@ def _stage_run(placement: Placement, root: str, reader: int, granule: int, row0:
     if not placement.stage(root, start, reader, min(keep[start:reader + 1]), rows=rows,
                            row0=row0):
         return None
-    _use(idle, start, reader, load * rows / placement.graph.tensors[root].shape[0])
+    book_idle(idle, start, reader, load * rows / placement.graph.tensors[root].shape[0])
     preloads.setdefault(start, []).append((root, reader, len(placement.prefixes[root]) - 1))
     return row0 + rows
 
 
-def _use(idle: list[float], start: int, end: int, cycles: float):
+def book_idle(idle: list[float], start: int, end: int, cycles: float):
     """Book `cycles` of transfer into the idle time of steps [start, end), earliest first."""
     for j in range(start, end):
         take = min(idle[j], cycles)
