@@ -83,7 +83,7 @@ def _channel_slabs(matmul: bool, x: dict, a: dict, out: np.ndarray, step: int) -
 def _window_slabs(kh_axis: int, x: dict, a: dict, out: np.ndarray, rows: int) -> list:
     """A 2-D convolution's tile in slabs of `rows` output rows: (inputs, attributes, output)
     of each, its input rows those the slab's windows read, its padding what they see of the
-    tile's edges; [] where a slab would read padding alone (a tile of the full run)."""
+    tile's edges; [] where a slab would read padding alone (the tile then runs whole)."""
     ifm, kh = x["ifm"], x["weights"].shape[kh_axis]
     top, _, left, right = a["pad"]
     sy, dy = a["stride"][0], a["dilation"][0]
