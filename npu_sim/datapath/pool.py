@@ -38,8 +38,9 @@ def _pool(x, kernel, stride, pad, fill, fn):
         return np.empty((n, oh, ow, c), dtype=x.dtype)
     # Negative pads (tile interiors that start past the tensor edge) crop instead.
     x = x[:, max(-t, 0):h - max(-b, 0), max(-l, 0):w - max(-r, 0)]
-    xp = np.pad(x, [(0, 0), (max(t, 0), max(b, 0)), (max(l, 0), max(r, 0)), (0, 0)],
-                constant_values=fill)
+    edges = [(0, 0), (max(t, 0), max(b, 0)), (max(l, 0), max(r, 0)), (0, 0)]
+    # unpadded (a global pool): the windows read x itself, no padded copy
+    xp = np.pad(x, edges, constant_values=fill) if any(map(any, edges)) else x
     return _window_reduce(_window_reduce(xp, 1, ky, sy, oh, fn), 2, kx, sx, ow, fn)
 
 
@@ -55,7 +56,9 @@ def avg_pool2d(ifm, kernel, stride, pad=(0, 0, 0, 0), input_zp=0, output_zp=0,
         count = _pool(np.ones((1, x.shape[1], x.shape[2], 1)), kernel, stride, pad, 0.0, np.add)
         with np.errstate(all="ignore"):
             return narrow(acc / np.maximum(count, 1), out_dtype)
-    xc = x.astype(np.int64) - int(input_zp)
+    xc = x.astype(np.int64)
+    if input_zp:
+        xc -= int(input_zp)
     ones = np.ones((1, x.shape[1], x.shape[2], 1), dtype=np.int64)
     acc = _pool(xc, kernel, stride, pad, 0, np.add)
     count = _pool(ones, kernel, stride, pad, 0, np.add)  # valid positions per window
