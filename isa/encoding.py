@@ -226,9 +226,11 @@ def _decode_commands(data) -> list:
     (n,) = r.unpack("I")
     records = r.take(n * _COMMAND.size)
     all_deps, operands = r.array("q"), r.array("I")
-    # one iterator over every compute's operands, in order: its inputs take the first ones
-    found = map(views.__getitem__, operands)
     d = o = 0                        # dependencies and operands the commands took so far
+    # the computes with the same signature and operands (a layer's tiles alternate between
+    # a few buffers) share one read-only view each of their inputs and outputs, as of their
+    # attributes: a dict each took about 0.3 KB a compute
+    operand_maps: dict[tuple, tuple] = {}
     checked: set[tuple] = set()      # (signature, block) pairs that passed check()
     # Commands get the attributes their dataclass __init__ would set (they have no
     # __post_init__; tests/test_robust_program.py checks both), without its keyword call.
@@ -246,12 +248,17 @@ def _decode_commands(data) -> list:
             command.channel, command.src, command.dst = ch, views[x], views[y]
         elif kind == _KIND_COMPUTE:
             unit, op, in_names, out_names, count = signatures[x]
+            key = x, operands[o:o + count]
             o += count
+            maps = operand_maps.get(key)
+            if maps is None:
+                found = map(views.__getitem__, key[1])     # the inputs take the first ones
+                maps = operand_maps[key] = (MappingProxyType(dict(zip(in_names, found))),
+                                            MappingProxyType(dict(zip(out_names, found))))
             command = new(Compute)
             command.id, command.deps, command.layer = cid, deps, layer
             command.unit, command.op = unit, op
-            command.inputs = dict(zip(in_names, found))
-            command.outputs = dict(zip(out_names, found))
+            command.inputs, command.outputs = maps
             command.attrs = blocks[y]
             if (x, y) not in checked:             # check() reads only these two
                 check(command)

@@ -104,6 +104,13 @@ def _edit_attrs(c, **changes):
     c.attrs = {k: v for k, v in {**c.attrs, **changes}.items() if v is not None}
 
 
+def _edit_operands(c, group, changes):
+    """Decoded computes with the same operands share read-only maps of them: edited by giving
+    the command a dict of its own (None: the operand removed)."""
+    setattr(c, group, {k: v for k, v in {**getattr(c, group), **changes}.items()
+                       if v is not None})
+
+
 def _first(p, kind):
     return next(c for c in p.commands if type(c).__name__ == kind or getattr(c, "op", "") == kind)
 
@@ -116,16 +123,16 @@ CHANGES = {
     "missing attribute": (lambda p: _edit_attrs(_first(p, "conv2d"), pad=None), "attribute pad missing"),
     "permute without strides": (lambda p: _edit_attrs(_first(p, "permute"), strides=None),
                                 "attribute strides missing"),
-    "multiplier without shift": (lambda p: _first(p, "conv2d").inputs.pop("shift"),
+    "multiplier without shift": (lambda p: _edit_operands(_first(p, "conv2d"), "inputs", {"shift": None}),
                                  "both multiplier and shift"),
     "a write over a constant": (lambda p: setattr(_first(p, "DmaCopy"), "dst", _first(p, "DmaCopy").src._replace(
         mem=p.segments[0].mem, addr=p.segments[0].addr)), "read-only"),
-    "a MAC output of bool": (lambda p: _first(p, "conv2d").outputs.update(
+    "a MAC output of bool": (lambda p: _edit_operands(_first(p, "conv2d"), "outputs",
         {k: v._replace(dtype="bool") for k, v in _first(p, "conv2d").outputs.items()}), "not bool"),
     "attribute of the wrong type": (lambda p: _edit_attrs(_first(p, "conv2d"), stride="2"), "attribute stride"),
     "attribute of the wrong length": (lambda p: _edit_attrs(_first(p, "conv2d"), pad=(0, 0)), "length 4"),
     "zero stride": (lambda p: _edit_attrs(_first(p, "conv2d"), stride=(0, 1)), "stride"),
-    "output shape": (lambda p: _first(p, "conv2d").outputs.update(
+    "output shape": (lambda p: _edit_operands(_first(p, "conv2d"), "outputs",
         {k: v._replace(shape=v.shape[:3] + (v.shape[3] + 1,)) for k, v in _first(p, "conv2d").outputs.items()}),
         "output shape should be"),
     "copy shapes": (lambda p: setattr(_first(p, "DmaCopy"), "dst", _first(p, "DmaCopy").dst._replace(

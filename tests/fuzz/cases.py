@@ -165,8 +165,9 @@ def _structured_npub(rng: random.Random, data: bytes) -> tuple[bytes, str]:
             v = v._replace(dtype=rng.choice(["bool", "int4", "int8", "int16", "int32", "int48", "int64"]))
         if isinstance(which, str):
             setattr(c, which, v)
-        else:
-            (c.inputs if which[0] == "in" else c.outputs)[which[1]] = v
+        else:               # a decoded compute shares read-only operand maps: its own copy
+            group = "inputs" if which[0] == "in" else "outputs"
+            setattr(c, group, {**getattr(c, group), which[1]: v})
         note = f"view {which} {field}"
     elif kind == "deps":
         c.deps = rng.choice([c.deps + (i,), c.deps + (i + 1,), c.deps + (1 << 30,), (), tuple(range(i))[:3]])
@@ -189,6 +190,7 @@ def _structured_npub(rng: random.Random, data: bytes) -> tuple[bytes, str]:
         note = "opcode"
     elif kind == "operand" and hasattr(c, "inputs") and c.inputs:
         name = rng.choice(sorted(c.inputs))
+        c.inputs = dict(c.inputs)       # a decoded compute shares read-only operand maps
         c.inputs[rng.choice(["in63", "ifm", "bias", "zz"])] = c.inputs.pop(name)
         note = "operand renamed"
     elif kind == "channel" and hasattr(c, "channel"):
