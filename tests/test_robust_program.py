@@ -177,6 +177,23 @@ def test_decoded_commands_are_what_their_constructors_make(program):
     assert decoded == program.commands
 
 
+def test_decoded_computes_share_read_only_operand_maps(program):
+    """Computes with the same operator and operands (a layer's tiles reuse a few buffers)
+    share one read-only map each of their inputs and outputs: a dict each cost a large
+    program megabytes. A map is never shared by computes whose operands differ."""
+    computes = [c for c in decode(encode(program)).commands if isinstance(c, Compute)]
+    by_operands = {}
+    for c in computes:
+        key = (c.op, tuple(c.inputs.items()), tuple(c.outputs.items()))
+        first = by_operands.setdefault(key, c)
+        assert c.inputs is first.inputs and c.outputs is first.outputs
+    assert len(by_operands) < len(computes)          # the fixture's tiles do share
+    maps = {id(c.inputs): key for key, c in by_operands.items()}
+    assert len(maps) == len(by_operands)
+    with pytest.raises(TypeError):
+        computes[0].inputs["ifm"] = computes[0].outputs[next(iter(computes[0].outputs))]
+
+
 def test_a_field_outside_the_formats_range_is_refused_naming_its_command(program):
     """A command record holds a dependency count in 16 bits and a channel in 8: a program
     past them (made through the API) is refused in one line, not with struct's error."""
