@@ -313,11 +313,44 @@ class _Tables(namedtuple("_Tables", (
     __slots__ = ()
 
 
-_STAGE_TABLES: dict = {}         # contents -> _Tables
-# Entries each cache keeps before it starts again: a layer's tiles use its tables one after
-# another, and a MobileNetV2 run on edge-256 has 746 distinct ones (1.1 MiB of them).
-_KEPT = 256
-_STAGE_BY_ARRAYS: dict = {}      # the arrays read -> (their contents, _Tables)
+class _Bounded(dict):
+    """A cache that forgets its oldest entries beyond `entries` of them or `nbytes` of what
+    they hold. A layer's tiles use its tables one after another (a slice of them per slab of
+    output channels), so only the latest layer's need keeping: a MobileNetV2 run on edge-256
+    has 746 distinct slices, 1.1 MiB in all; on large-8k each layer's tables are whole and
+    used once, and kept to the run's end they had taken 1.2 MiB of its peak."""
+
+    __slots__ = ("entries", "nbytes", "held", "sizes")
+
+    def __init__(self, entries: int, nbytes: int):
+        super().__init__()
+        self.entries, self.nbytes, self.held, self.sizes = entries, nbytes, 0, {}
+
+    def keep(self, key, value, size: int):
+        if key in self:                 # new contents read from the same arrays
+            del self[key]
+            self.held -= self.sizes.pop(key)
+        while self and (len(self) >= self.entries or self.held + size > self.nbytes):
+            oldest = next(iter(self))
+            del self[oldest]
+            self.held -= self.sizes.pop(oldest)
+        self[key] = value
+        self.sizes[key] = size
+        self.held += size
+
+
+_KEPT, _KEPT_BYTES = 256, 1 << 18
+_STAGE_TABLES = _Bounded(_KEPT, _KEPT_BYTES)        # contents -> (_Tables, bytes held)
+_STAGE_BY_ARRAYS = _Bounded(_KEPT, _KEPT_BYTES)     # the arrays read -> (their contents, _Tables)
+
+
+def _held_bytes(contents, tables) -> int:
+    """Bytes a cache entry holds: the tables' contents as read, and its per-channel arrays
+    (m, c, c0, the bias, s, mn and cn: int64 as m, or the bias's int32; one scale has none)."""
+    size = len(contents[1]) + len(contents[3]) + (len(contents[4][1]) if contents[4] else 0)
+    if tables is not None and type(tables.m) is np.ndarray:
+        size += 7 * tables.m.nbytes
+    return size
 
 
 def _flat(a) -> np.ndarray:
@@ -342,16 +375,13 @@ def _stage_constants(bias, multiplier, shift, per_channel: bool, zp: int, double
         return hit[1]
     # new arrays or contents: by the contents themselves (hashed), else worked out
     full = (contents, zp, double_round)
-    tables = _STAGE_TABLES.get(full, False)
-    if tables is False:
+    entry = _STAGE_TABLES.get(full)                 # (_Tables, the bytes the entry holds)
+    if entry is None:
         tables = _stage_tables(m, s, b, zp, double_round)
-        if len(_STAGE_TABLES) >= _KEPT:
-            _STAGE_TABLES.clear()
-        _STAGE_TABLES[full] = tables
-    if len(_STAGE_BY_ARRAYS) >= _KEPT:
-        _STAGE_BY_ARRAYS.clear()
-    _STAGE_BY_ARRAYS[key] = contents, tables
-    return tables
+        entry = tables, _held_bytes(contents, tables)
+        _STAGE_TABLES.keep(full, entry, entry[1])
+    _STAGE_BY_ARRAYS.keep(key, (contents, entry[0]), entry[1])
+    return entry[0]
 
 
 def _stage_tables(m, s, b, zp: int, double_round: bool):

@@ -292,3 +292,40 @@ def test_output_stage_reads_new_tables_each_time():
         got = dp.output_stage(acc, **kw)
         np.testing.assert_array_equal(got, _py_stage(acc, bias, m, s, 0, -128, 127, False))
         assert not np.array_equal(got[..., 1], first[..., 1])
+
+
+def test_stage_caches_forget_their_oldest_entries_past_a_count_or_bytes():
+    """The stage constants' caches keep the latest entries within a count and a byte budget
+    (a large-8k run's whole-layer tables had stayed to its end, 1.2 MiB of its peak); an entry
+    kept again under its key replaces itself, so what they hold is counted once."""
+    cache = scale._Bounded(entries=3, nbytes=100)
+    for key in "abc":
+        cache.keep(key, key.upper(), 10)
+    cache.keep("d", "D", 10)                        # past the count: "a" goes
+    assert list(cache) == ["b", "c", "d"] and cache.held == 30
+    cache.keep("c", "C2", 10)                       # the same key: no double count, now newest
+    assert list(cache) == ["b", "d", "c"] and cache["c"] == "C2" and cache.held == 30
+    cache.keep("e", "E", 75)                        # past the count again: "b" goes
+    assert list(cache) == ["d", "c", "e"] and cache.held == 95
+    cache.keep("f", "F", 90)                        # past the bytes: all three go
+    assert list(cache) == ["f"] and cache.held == 90
+    assert set(cache.sizes) == set(cache)
+
+
+def test_output_stage_results_hold_when_its_caches_forget():
+    """Results do not depend on what the caches still hold: with room for one entry, tiles
+    alternating between two layers' tables recompute them and stay exact."""
+    acc = np.arange(-60, 60, dtype=np.float32).reshape(1, 30, 4) * 1000
+    layers = [(np.array([0, 7, -3, 9], np.int32), np.full(4, 1 << 30, np.int32),
+               np.array([20, 21, 22, 23], np.int32)),
+              (np.array([5, 0, 2, -1], np.int32), np.full(4, 1 << 29, np.int32),
+               np.array([18, 19, 20, 21], np.int32))]
+    saved = scale._STAGE_TABLES, scale._STAGE_BY_ARRAYS
+    scale._STAGE_TABLES, scale._STAGE_BY_ARRAYS = scale._Bounded(1, 1), scale._Bounded(1, 1)
+    try:
+        for bias, m, s in layers * 3:
+            got = dp.output_stage(acc, bias=bias, multiplier=m, shift=s, out_dtype=np.int8)
+            np.testing.assert_array_equal(got, _py_stage(acc, bias, m, s, 0, -128, 127, False))
+            assert len(scale._STAGE_TABLES) == len(scale._STAGE_BY_ARRAYS) == 1
+    finally:
+        scale._STAGE_TABLES, scale._STAGE_BY_ARRAYS = saved
