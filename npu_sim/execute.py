@@ -26,8 +26,10 @@ STAGE_CHUNK = 1 << 14       # elements per output-stage pass: bounds its int64 t
 # sums the same products either way: the integer result is the same.
 ROW_SLAB = 1 << 16
 # Weights of a conv or MATMUL tile converted at once (to the kernels' exact-sum dtype): larger
-# ones (a 2048 x 1000 classifier, 8 MB as int32) run in slabs of output channels.
-CHANNEL_SLAB = 1 << 18
+# ones (a 2048 x 1000 classifier, 8 MB as int32) run in slabs of output channels. 2^17: half
+# a MiB as float32 (MobileNetV2's 1280 x 1000 classifier on large-8k: 2.2 MiB off the run's
+# peak; ResNet-50 on large-8k, whose slabs each convert the input again, 5% slower).
+CHANNEL_SLAB = 1 << 17
 # the kernels as plain dicts (a Registry lookup is a Python call), complete once ops is imported
 _MAC, _VECTOR = dict(MAC_KERNELS), dict(VECTOR_KERNELS)
 
