@@ -18,6 +18,7 @@ import io
 import json
 import struct
 import zlib
+from operator import itemgetter
 from types import MappingProxyType
 
 from .commands import ITEMSIZE, Compute, DmaCopy, DmaFill, TensorView
@@ -226,6 +227,14 @@ def _decode_commands(data) -> list:
     (n,) = r.unpack("I")
     records = r.take(n * _COMMAND.size)
     all_deps, operands = r.array("q"), r.array("I")
+    # One int object per command id, shared by the command and every dependency naming it
+    # (ids past 256 are objects of their own in Python: 32 bytes each, three a command).
+    ids = list(range(n))
+    if len(all_deps) > 1 and min(all_deps) >= 0:
+        try:
+            all_deps = itemgetter(*all_deps)(ids)
+        except IndexError:
+            pass                     # one past the last command: verify() names it, as read
     d = o = 0                        # dependencies and operands the commands took so far
     # the computes with the same signature and operands (a layer's tiles alternate between
     # a few buffers) share one read-only view each of their inputs and outputs, as of their
@@ -240,6 +249,8 @@ def _decode_commands(data) -> list:
     new = object.__new__
     commands = []
     for kind, cid, layer, nd, ch, x, y, value in _COMMAND.iter_unpack(records):
+        if 0 <= cid < n:
+            cid = ids[cid]
         deps = all_deps[d:d + nd]
         d += nd
         if kind == _KIND_COPY:
