@@ -194,6 +194,19 @@ def test_decoded_computes_share_read_only_operand_maps(program):
         computes[0].inputs["ifm"] = computes[0].outputs[next(iter(computes[0].outputs))]
 
 
+def test_decoded_dependencies_are_their_commands_ids(program):
+    """A dependency is the same int object as the id of the command it names (ids past 256
+    are objects of their own in Python: one per command, not one per mention)."""
+    start = len(program.commands)
+    fills = [DmaFill(id=i, deps=(i - 1, i - 2), layer=0, channel=1, value=0,
+                     dst=dense(0, 64, (2, 8), "int8")) for i in range(start, start + 300)]
+    program = dataclasses.replace(program, commands=[*program.commands, *fills])
+    commands = decode(encode(program)).commands
+    assert commands == program.commands
+    named = [(d, commands[d].id) for c in commands[start:] for d in c.deps]
+    assert all(d is i for d, i in named) and max(d for d, _ in named) > 256
+
+
 def test_a_field_outside_the_formats_range_is_refused_naming_its_command(program):
     """A command record holds a dependency count in 16 bits and a channel in 8: a program
     past them (made through the API) is refused in one line, not with struct's error."""
