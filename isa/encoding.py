@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import io
 import json
+import os
 import struct
 import zlib
 from operator import itemgetter
@@ -221,7 +222,7 @@ def _decode_commands(data) -> list:
     """The command list: the tables once, then one pass over the commands' fixed-size records
     (a program has tens of thousands of commands; most of their views, attributes and operand
     names recur), slicing their dependencies and operands off arrays decoded whole."""
-    r = _Reader(bytes(data))         # bytes: unpacking from it is quicker than from a view
+    r = _Reader(data if type(data) is bytes else bytes(data))   # quicker than from a view
     r.read_strings()
     views, blocks, signatures = r.views(), r.table(r.block), r.table(r.signature)
     (n,) = r.unpack("I")
@@ -315,18 +316,44 @@ def encode(program: Program) -> bytes:
     return out.getvalue()
 
 
-def _sections(data: memoryview) -> dict[bytes, memoryview]:
-    major, minor, count = struct.unpack_from("<HHI", data, 4)
+class _Framing:
+    """The file's framing read in order, from bytes (views of them, no copies) or from a
+    binary file (each section a bytes object of its own: the command records then go once
+    decoded, where views would keep the whole file alive beside the constants)."""
+
+    def __init__(self, data):
+        self.file = data if hasattr(data, "read") else None
+        if self.file is None:
+            self.data, self.pos = memoryview(data), 0
+        else:                        # a length is never read past the file's end
+            self.left = os.fstat(data.fileno()).st_size - data.tell()
+
+    def take(self, size: int):
+        """The next `size` bytes, or all that are left if fewer."""
+        if self.file is not None:
+            size = max(0, min(size, self.left))
+            self.left -= size
+            return self.file.read(size)
+        self.pos += size
+        return self.data[self.pos - size:self.pos]
+
+    def remaining(self) -> int:
+        return self.left if self.file is not None else max(0, len(self.data) - self.pos)
+
+
+def _sections(framing: _Framing) -> dict:
+    major, minor, count = struct.unpack("<HHI", framing.take(8))
     if major != VERSION[0]:
         raise ProgramError(f"program format {major}.{minor}; this npu-sim reads format "
                            f"{VERSION[0]}.{VERSION[1]} (any {VERSION[0]}.x): recompile the model "
                            "with npu-sim compile")
-    pos, sections = 12, {}
+    sections = {}
     for _ in range(min(count, len(_SECTIONS) + 1)):
-        tag = bytes(data[pos:pos + 4])
-        length, crc = struct.unpack_from("<QI", data, pos + 4)
+        head = framing.take(16)
+        tag = bytes(head[:4])
+        length, crc = struct.unpack_from("<QI", head, 4)
         name = tag.decode("ascii", "replace")
-        payload = data[pos + 16:pos + 16 + length]
+        payload = framing.take(length)
         if len(payload) != length:
             raise ProgramError(f"truncated program: section {name} holds {len(payload)} of "
                                f"{length} bytes")
@@ -337,13 +364,12 @@ def _sections(data: memoryview) -> dict[bytes, memoryview]:
             raise ProgramError(f"corrupt program: {'unknown' if tag not in _SECTIONS else 'repeated'} "
                                f"section {name!r}")
         sections[tag] = payload
-        pos += 16 + length
     missing = [t.decode() for t in _SECTIONS if t not in sections]
     if missing or count != len(_SECTIONS):
         raise ProgramError(f"corrupt program: {count} sections, expected {len(_SECTIONS)} "
                            f"(META, CMDS, SEGS)")
-    if pos != len(data):
-        raise ProgramError(f"corrupt program: {len(data) - pos} bytes after the last section")
+    if framing.remaining():
+        raise ProgramError(f"corrupt program: {framing.remaining()} bytes after the last section")
     return sections
 
 
@@ -372,9 +398,9 @@ def _program(meta, commands, segments) -> Program:
         variables=[_binding(b) for b in meta.get("variables", [])])
 
 
-def decode(data: bytes, source: str = "<bytes>") -> Program:
-    """A Program from its encoding; checksums and framing are verified here, the program's
-    structure by npu_sim.isa.verify."""
+def decode(data, source: str = "<bytes>") -> Program:
+    """A Program from its encoding (bytes, or a binary file open at its start); checksums and
+    framing are verified here, the program's structure by npu_sim.isa.verify."""
     # Decoding makes tens of thousands of objects and no reference cycles: the cyclic
     # collector's passes over them, each time the allocations reach its threshold, were a
     # fifth of the instructions of decoding MobileNetV2-224 for edge-256, so it waits.
@@ -387,15 +413,16 @@ def decode(data: bytes, source: str = "<bytes>") -> Program:
             gc.enable()
 
 
-def _decode(data: bytes, source: str) -> Program:
-    data = memoryview(data)      # sections and constant segments are views, not copies
-    if data[:4] != MAGIC:
-        raise ProgramError(f"{source}: not an npu-sim program (magic {bytes(data[:4])!r})")
+def _decode(data, source: str) -> Program:
+    framing = _Framing(data)         # constant segments are views of the bytes read, not copies
+    magic = bytes(framing.take(4))
+    if magic != MAGIC:
+        raise ProgramError(f"{source}: not an npu-sim program (magic {magic!r})")
     try:
-        sections = _sections(data)
+        sections = _sections(framing)
         meta = json.loads(bytes(sections[b"META"]))
-        commands = _decode_commands(sections[b"CMDS"])
-        r = _Reader(sections[b"SEGS"])
+        commands = _decode_commands(sections.pop(b"CMDS"))
+        r = _Reader(memoryview(sections[b"SEGS"]))
         segments = []
         for _ in range(r.unpack("I")[0]):
             mem, addr, n = r.unpack("BQQ")

@@ -136,7 +136,8 @@ def load(k: str):
     if root is None:
         return None
     try:
-        return decode((root / f"{k}.npub").read_bytes(), "cache")
+        with open(root / f"{k}.npub", "rb") as f:      # read section by section
+            return decode(f, "cache")
     except (OSError, ProgramError):
         return None              # a missing or damaged entry is simply recompiled
 

@@ -49,24 +49,54 @@ def _refused(data: bytes, tmp_path, match: str):
     assert "\n" not in str(info.value)
 
 
+def _framing_refused(data: bytes, tmp_path, match: str):
+    """Refused as bytes (a .npub given to npu-sim) and as a file read section by section (the
+    program cache's entries), with the same message."""
+    _refused(data, tmp_path, match)
+    with open(tmp_path / "p.npub", "rb") as f, pytest.raises(ProgramError, match=match):
+        decode(f, "cache")
+
+
 @pytest.mark.parametrize("tag", [b"META", b"CMDS", b"SEGS"])
 def test_a_flip_in_any_section_fails_its_checksum(blob, tmp_path, tag):
     pos, length = _sections(blob)[tag]
     for offset in (0, length // 2, length - 1):
         bad = bytearray(blob)
         bad[pos + 16 + offset] ^= 0x10
-        _refused(bytes(bad), tmp_path, f"section {tag.decode()} fails its checksum")
+        _framing_refused(bytes(bad), tmp_path, f"section {tag.decode()} fails its checksum")
 
 
 def test_other_format_version_names_both(blob, tmp_path):
     old = blob[:4] + struct.pack("<HH", 2, 0) + blob[8:]
-    _refused(old, tmp_path, rf"program format 2\.0; this npu-sim reads format {VERSION[0]}\.{VERSION[1]}")
+    _framing_refused(old, tmp_path,
+                     rf"program format 2\.0; this npu-sim reads format {VERSION[0]}\.{VERSION[1]}")
 
 
-@pytest.mark.parametrize("cut", [5, 20, 100, -1])
+@pytest.mark.parametrize("cut", [3, 5, 20, 100, -1])
 def test_truncations_and_trailing_bytes(blob, tmp_path, cut):
-    _refused(blob[:cut], tmp_path, "truncated|corrupt")
-    _refused(blob + b"\0", tmp_path, "after the last section")
+    _framing_refused(blob[:cut], tmp_path, "truncated|corrupt|not an npu-sim program")
+    _framing_refused(blob + b"\0", tmp_path, "after the last section")
+
+
+def test_a_section_longer_than_the_file_is_truncated_not_allocated(blob, tmp_path):
+    """A length field of 2^60 is compared with what the file holds, never read or allocated."""
+    pos, _ = _sections(blob)[b"CMDS"]
+    huge = blob[:pos + 4] + struct.pack("<Q", 1 << 60) + blob[pos + 12:]
+    _framing_refused(huge, tmp_path, "truncated program: section CMDS holds")
+
+
+def test_a_program_read_from_its_file_holds_its_constants_alone(program, tmp_path):
+    """Read from a file, section by section, a program is the one its bytes decode to, and
+    its constant segments are views of the constants' section alone: the command records
+    are not kept alive beside them once decoded."""
+    path = tmp_path / "p.npub"
+    path.write_bytes(encode(program))
+    with open(path, "rb") as f:
+        read = decode(f, "p.npub")
+    assert read == decode(encode(program))
+    held = {id(seg.data.obj): len(seg.data.obj) for seg in read.segments}
+    assert held and len(held) == 1
+    assert next(iter(held.values())) == _sections(encode(program))[b"SEGS"][1]
 
 
 def _resealed(blob: bytes, meta: dict) -> bytes:
