@@ -11,8 +11,15 @@ from npu_sim.isa.dtypes import STORAGE
 from npu_sim.isa.errors import ProgramError
 
 
+# Arrays the cache keeps: the views that recur are the on-chip buffers a layer's tiles take
+# turns in; most external views are one tile's box, read or written once (MobileNetV2 on
+# edge-256 has 7,519 distinct views, whose arrays took 1 MiB kept to the run's end).
+KEPT_ARRAYS = 1024
+
+
 class _Arrays(dict):
-    """view -> its array, made by `make` at the view's first lookup."""
+    """view -> its array, made by `make` at the view's first lookup; forgotten all at once
+    past KEPT_ARRAYS (made again if they recur)."""
 
     __slots__ = ("make",)
 
@@ -21,6 +28,8 @@ class _Arrays(dict):
         self.make = make
 
     def __missing__(self, v: TensorView) -> np.ndarray:
+        if len(self) >= KEPT_ARRAYS:
+            self.clear()                # (cheaper than evicting one by one; hot views recur)
         a = self[v] = self.make(v)
         return a
 
