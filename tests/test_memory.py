@@ -35,3 +35,20 @@ def test_views_across_a_constant_are_refused(mem, addr, size):
 def test_overlapping_or_outside_segments_are_refused(mem, addr, size):
     with pytest.raises(ProgramError):
         mem.load(1, addr, np.ones(size, np.uint8).tobytes())
+
+
+def test_the_array_cache_is_bounded_and_its_arrays_stay_memory(mem, monkeypatch):
+    """Past KEPT_ARRAYS views the cache starts again: it never holds more, and an array made
+    again for a view it forgot still reads and writes the same bytes."""
+    from npu_sim import memory
+    monkeypatch.setattr(memory, "KEPT_ARRAYS", 4)
+    first = mem.array(dense(1, 64, (8,), "int8"))
+    first[...] = 3
+    for addr in range(80, 200, 8):                  # 15 other views: the cache starts again
+        mem.array(dense(1, addr, (8,), "int8"))[...] = addr // 8
+        assert len(mem._arrays) <= 4
+    again = mem.array(dense(1, 64, (8,), "int8"))
+    assert again is not first and again.tolist() == [3] * 8
+    again[...] = 9
+    assert first.tolist() == [9] * 8                # the same memory, through either array
+    assert mem.array(dense(1, 192, (8,), "int8")).tolist() == [24] * 8
