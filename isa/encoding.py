@@ -229,7 +229,8 @@ def _decode_commands(data) -> list:
     records = r.take(n * _COMMAND.size)
     all_deps, operands = r.array("q"), r.array("I")
     # One int object per command id, shared by the command and every dependency naming it
-    # (ids past 256 are objects of their own in Python: 32 bytes each, three a command).
+    # (an int past 256 is an object of its own, 32 bytes: the id and each mention of it in a
+    # dependency had been one each).
     ids = list(range(n))
     if len(all_deps) > 1 and min(all_deps) >= 0:
         try:
