@@ -314,28 +314,25 @@ class _Tables(namedtuple("_Tables", (
 
 
 class _Bounded(dict):
-    """A cache that forgets its oldest entries beyond `entries` of them or `nbytes` of what
-    they hold. A layer's tiles use its tables one after another (a slice of them per slab of
-    output channels), so only the latest layer's need keeping: a MobileNetV2 run on edge-256
-    has 746 distinct slices, 1.1 MiB in all; on large-8k each layer's tables are whole and
-    used once, and kept to the run's end they had taken 1.2 MiB of its peak."""
+    """A cache that starts again, empty, when it would pass `entries` entries or `nbytes` of
+    what they hold (a key kept again counts again until then). A layer's tiles use its
+    tables one after another (a slice of them per slab of output channels), so the latest
+    layer's are what pays: a MobileNetV2 run on edge-256 has 746 distinct slices, 1.1 MiB in
+    all; on large-8k each layer's tables are whole and used once, and kept to the run's end
+    they had taken 1.2 MiB of its peak. (Forgetting the oldest one by one cost more than the
+    tables it kept: a dict's first entry is found past the slots its deletions left.)"""
 
-    __slots__ = ("entries", "nbytes", "held", "sizes")
+    __slots__ = ("entries", "nbytes", "held")
 
     def __init__(self, entries: int, nbytes: int):
         super().__init__()
-        self.entries, self.nbytes, self.held, self.sizes = entries, nbytes, 0, {}
+        self.entries, self.nbytes, self.held = entries, nbytes, 0
 
     def keep(self, key, value, size: int):
-        if key in self:                 # new contents read from the same arrays
-            del self[key]
-            self.held -= self.sizes.pop(key)
-        while self and (len(self) >= self.entries or self.held + size > self.nbytes):
-            oldest = next(iter(self))
-            del self[oldest]
-            self.held -= self.sizes.pop(oldest)
+        if len(self) >= self.entries or self.held + size > self.nbytes:
+            self.clear()
+            self.held = 0
         self[key] = value
-        self.sizes[key] = size
         self.held += size
 
 

@@ -294,22 +294,20 @@ def test_output_stage_reads_new_tables_each_time():
         assert not np.array_equal(got[..., 1], first[..., 1])
 
 
-def test_stage_caches_forget_their_oldest_entries_past_a_count_or_bytes():
-    """The stage constants' caches keep the latest entries within a count and a byte budget
-    (a large-8k run's whole-layer tables had stayed to its end, 1.2 MiB of its peak); an entry
-    kept again under its key replaces itself, so what they hold is counted once."""
+def test_stage_caches_start_again_past_a_count_or_bytes():
+    """The stage constants' caches start again, empty, rather than pass a count of entries or
+    a byte budget (a large-8k run's whole-layer tables had stayed to its end, 1.2 MiB of its
+    peak)."""
     cache = scale._Bounded(entries=3, nbytes=100)
     for key in "abc":
         cache.keep(key, key.upper(), 10)
-    cache.keep("d", "D", 10)                        # past the count: "a" goes
-    assert list(cache) == ["b", "c", "d"] and cache.held == 30
-    cache.keep("c", "C2", 10)                       # the same key: no double count, now newest
-    assert list(cache) == ["b", "d", "c"] and cache["c"] == "C2" and cache.held == 30
-    cache.keep("e", "E", 75)                        # past the count again: "b" goes
-    assert list(cache) == ["d", "c", "e"] and cache.held == 95
-    cache.keep("f", "F", 90)                        # past the bytes: all three go
-    assert list(cache) == ["f"] and cache.held == 90
-    assert set(cache.sizes) == set(cache)
+    assert dict(cache) == {"a": "A", "b": "B", "c": "C"} and cache.held == 30
+    cache.keep("d", "D", 10)                        # past the count
+    assert dict(cache) == {"d": "D"} and cache.held == 10
+    cache.keep("e", "E", 85)
+    assert dict(cache) == {"d": "D", "e": "E"} and cache.held == 95
+    cache.keep("f", "F", 10)                        # past the bytes
+    assert dict(cache) == {"f": "F"} and cache.held == 10
 
 
 def test_output_stage_results_hold_when_its_caches_forget():
