@@ -17,17 +17,28 @@ a staged constant (compiler/prefetch.py): one DMA copy from one external memory 
 would hold the faster memory's port at the slower one's rate (npu_sim/cost.py), and those
 steps keep that port busy. Its room in the feature-map memory is reserved, beside the
 feature maps, from the first idle step to the reader.
+
+Copies queued between steps run over a stretch of idle steps whose bounce buffers fit in
+one place. What no stretch takes rides inside single idle steps instead (`riders`): their
+copies go among the step's own tiles, in bounce buffers reserved for that step alone, where
+its working set leaves the room or a tiling in a little less room costs it at most
+REPLAN_COST more. A MobileNetV2's 1x1 convs whose weights are staged on chip are such steps;
+weights of its classifier, whose leading rows are staged, are buffered too, all but those.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from npu_sim.isa.errors import DoesNotFitError
+
+from .allocate import align
 from .prefetch import TILED, book_idle
 from .tiling import iterate_tiles
 
 MIN_CHUNK = 1024            # bytes of a bounce buffer, at least: two fit beside any vector step
 MAX_CHUNK = 8192            # and at most: larger chunks only save a few DMA setups
 MARGIN = 0.9                # of an idle stretch's estimated cycles, the share it books
+REPLAN_COST = 0.05          # of a rider's host step's estimate, what room for its bounce may cost
 
 
 @dataclass(frozen=True)
@@ -40,12 +51,15 @@ class Buffered:
     chunk: int
 
 
-def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cost) -> None:
+def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cost) -> dict:
     """Add to `preloads` (step -> (constant, reader, part) to copy after it, as
-    plan_prefetch() returns) the boxes to buffer in the feature-map memory."""
+    plan_prefetch() returns) the boxes to buffer in the feature-map memory over idle
+    stretches; return the riders: step -> (constant, reader, Buffered) to copy among that
+    step's tiles."""
+    riders: dict[int, list] = {}
     slow, fast = memory_cost(placement.weights_id), memory_cost(placement.fm_id)
     if placement.weights_id == placement.fm_id or not fast < slow:
-        return
+        return riders
     n, onchip = len(steps), placement.onchip_size
     need, idle, quiet = [0] * n, [0.0] * n, [True] * n
     loads: dict[int, tuple] = {}        # reader -> (its plan, its heaviest constant, _boxes())
@@ -88,8 +102,14 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
                       _preload_bytes(graph, placement, name, part) * slow)
     ceiling = [onchip - need[j] for j in range(n)]
     for reader, (plan, name, boxes) in sorted(loads.items()):
-        if name in outputs or name in placement.prefixes or name in placement.pack_of:
+        if name in outputs or name in placement.pack_of:
             continue
+        if name in placement.prefixes:          # the boxes its staged rows serve stay there
+            dtype = graph.tensors[name].dtype
+            boxes = {box: v for box, v in boxes.items()
+                     if placement.staged_box(name, box, dtype) is None}
+            if not boxes:
+                continue
         # A reader streams a box while it computes the tile before, so a box in the faster
         # memory shortens its own tile only, to its compute (by the tile plan's per-tile
         # estimate); its copy holds the faster memory's port a while in a step that may be
@@ -100,14 +120,16 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         if gain <= largest * fast:
             continue
         # as many boxes as bring the reader's loads down to its compute, by its estimate, or
-        # as the idle stretches before it load; spread over all its loads
-        stretches = list(_stretches(placement, ceiling, idle, quiet, reader))
-        rooms = [sum(idle[a + 1:b + 1]) * MARGIN / (slow + fast) for a, b, _ in stretches]
+        # as the idle steps before it load; spread over all its loads
+        room = sum(idle[:reader]) * MARGIN / (slow + fast)
         copied = sum(nbytes for nbytes, _ in boxes.values())
         value = sum(nbytes * count for nbytes, count in boxes.values())
-        wanted = min((plan.transfer - plan.compute) / (slow - fast), sum(rooms) * value / copied)
+        wanted = min((plan.transfer - plan.compute) / (slow - fast), room * value / copied)
         chosen = list(_spread(boxes, wanted))
-        for first, last, chunk in stretches:
+        row = _row_bytes(boxes)                 # a chunk copies whole rows of a box
+        for first, last, chunk in _stretches(placement, ceiling, idle, quiet, reader):
+            if chunk < row:
+                continue
             # Each step's share is queued with its commands (after the step before, in the
             # bounce buffers' room from then on), so the copies keep pace with the steps: the
             # ones after the stretch, whose buffers may take that room, need not wait for
@@ -129,8 +151,68 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             book_idle(idle, first + 1, last + 1, size * (slow + fast))
             for j, take in portions:
                 preloads.setdefault(j, []).append((name, reader, Buffered(take, bounce, chunk)))
+        for j in range(reader):
+            if not chosen:
+                break
+            if idle[j] > 0:
+                _ride(steps[j], j, name, reader, boxes, chosen, max(MIN_CHUNK, row), idle,
+                      ceiling, placement, lowering, slow + fast, riders)
     for staged in preloads.values():          # a queue carries them in the order they are read
         staged.sort(key=lambda item: item[1])
+    return riders
+
+
+def _ride(step, j: int, name: str, reader: int, boxes, chosen: list, least: int,
+          idle: list[float], ceiling: list[int], placement, lowering, per_byte: float,
+          riders: dict) -> None:
+    """Buffer the first of the `chosen` boxes that idle step `j` has time for among its own
+    tiles, in bounce buffers of its own of `least` bytes or more (_bounce_room()); what it
+    cannot take stays chosen."""
+    room, size, take = idle[j] * MARGIN / per_byte, 0, []
+    while chosen and size + boxes[chosen[0]][0] <= room:
+        size += boxes[chosen[0]][0]
+        take.append(chosen.pop(0))
+    if not take:
+        return
+    chunk = max(MAX_CHUNK, least)
+    while chunk > least and placement.reserve(2 * chunk, j, j, ceiling[j],
+                                              commit=False) is None:
+        chunk = max(chunk // 2, least)
+    limit, slower = ceiling[j], 0.0
+    if placement.reserve(2 * chunk, j, j, limit, commit=False) is None:
+        limit, slower = _bounce_room(step, j, 2 * chunk, placement, lowering)
+    if limit is None or not placement.buffer(name, tuple(take), j, reader):
+        chosen[:0] = take
+        return
+    ceiling[j] = limit
+    bounce = placement.reserve(2 * chunk, j, j, limit, commit=True)
+    idle[j] -= size * per_byte + slower
+    riders.setdefault(j, []).append((name, reader, Buffered(tuple(take), bounce, chunk)))
+
+
+def _bounce_room(step, j: int, size: int, placement, lowering) -> tuple[int | None, float]:
+    """(the limit under which `size` bytes of bounce buffers fit on chip during step `j` once
+    its tiles take `size` bytes less room, the cycles its estimate grows by), where it grows
+    by at most REPLAN_COST; else (None, 0)."""
+    budget = placement.workspaces[j][1]
+    plan = lowering.plan(step, budget)[3]
+    if plan is None or size >= budget:
+        return None, 0.0
+    try:
+        smaller = lowering.plan(step, budget - size)[3]
+    except DoesNotFitError:                 # too many tiles in that little room
+        return None, 0.0
+    if smaller is None or smaller.cost > plan.cost * (1 + REPLAN_COST):
+        return None, 0.0
+    limit = placement.onchip_size - smaller.working_set
+    if placement.reserve(size, j, j, limit, commit=False) is None:
+        return None, 0.0
+    return limit, max(0.0, smaller.cost - plan.cost)
+
+
+def _row_bytes(boxes: dict[tuple, list[int]]) -> int:
+    """The bytes of the longest leading row of `boxes`: a chunk copies whole ones."""
+    return max(align(nbytes // max(box[0][1], 1)) for box, (nbytes, _) in boxes.items())
 
 
 def _boxes(space, plan, opnd) -> dict[tuple, list[int]]:

@@ -190,7 +190,7 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
                         handoffs=_handoffs(steps), room_slack=config.schedule.room_slack,
                         port_cost=port_cost)
     preloads = plan_prefetch(graph, steps, placement, lowering)
-    plan_buffering(graph, steps, placement, lowering, preloads, memory_cost)
+    riders = plan_buffering(graph, steps, placement, lowering, preloads, memory_cost)
     placement.widen_workspaces()
     layer_of, count = [], 0             # step index -> index of its layer (aliases have none)
     filled = {target for target, _, _ in placement.written.values()}
@@ -218,7 +218,8 @@ def _compile_graph(graph: Graph, config, model_name: str) -> Program:
                         lowering.preload(name, part)
             if emits[index]:
                 emitter.layer = layer_of[index]
-                tiles = lowering.lower(step, placement.workspaces[index])
+                tiles = lowering.lower(step, placement.workspaces[index], [
+                    (layer_of[reader], name, part) for name, reader, part in riders.get(index, ())])
                 layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,
                                     macs=macs_of(graph, step),
                                     array_problems=array_problems(graph, step),

@@ -107,11 +107,17 @@ class Lowering:
                          queues[k % len(queues)])
 
     def _buffer(self, name: str, part: Buffered):
-        """Copy boxes of a constant into their room in the feature-map memory, a chunk at a
-        time through the two on-chip bounce buffers, both copies on the constants' queue. A
-        copy from one external memory to another would hold the faster one's port at the
-        slower one's rate; through the buffer each memory's port is held for its own bytes."""
-        home, queue, k = self.p.home(name), self._channel("const"), 0
+        """Copy boxes of a constant into their room in the feature-map memory (see
+        _buffer_chunks())."""
+        chunks = [(self.em.layer, c) for c in self._buffer_chunks(name, part)]
+        self._ride(chunks, len(chunks), 0)
+
+    def _buffer_chunks(self, name: str, part: Buffered):
+        """(src, bounce, dst) of each chunk of a buffered constant's boxes, the two on-chip
+        bounce buffers in turn; both copies go on the constants' queue. A copy from one
+        external memory to another would hold the faster one's port at the slower one's
+        rate; through the buffer each memory's port is held for its own bytes."""
+        home, k = self.p.home(name), 0
         for box in part.boxes:
             src, dst = box_view(home, box), self.p.buffered[name, box]
             rows = max(1, part.chunk * dst.shape[0] // dst.nbytes)
@@ -119,8 +125,7 @@ class Lowering:
                 count = min(rows, dst.shape[0] - first)
                 piece = _rows(dst, 0, first, count)
                 bounce = dense(ONCHIP, part.bounce + k % 2 * part.chunk, piece.shape, piece.dtype)
-                self.em.copy(_rows(src, 0, first, count), bounce, queue)
-                self.em.copy(bounce, piece, queue)
+                yield _rows(src, 0, first, count), bounce, piece
                 k += 1
 
     def _preload_queues(self) -> list[int]:
@@ -141,11 +146,13 @@ class Lowering:
         """The queues no role takes: a fourth channel and beyond."""
         return list(range(3, self.channels))
 
-    def lower(self, step: Step, workspace: tuple[int, int]) -> int:
-        """Emit the commands of one step. Its tile buffers go in `workspace` (base, size)."""
+    def lower(self, step: Step, workspace: tuple[int, int], riders=()) -> int:
+        """Emit the commands of one step. Its tile buffers go in `workspace` (base, size).
+        `riders`, (layer, constant, Buffered) of plan_buffering(), are copied among its
+        tiles (a tiled step's only)."""
         self._step += 1
         if step.kind in ("mac", "vector"):
-            return self._tiled(step, workspace)
+            return self._tiled(step, workspace, riders)
         if step.kind == "dma":
             self._workspace = workspace
             self._data_movement(step)
@@ -170,7 +177,22 @@ class Lowering:
         self._used = self._used[-15:] + [(self._step, addr, addr + need)]
         return addr
 
-    def _tiled(self, step: Step, workspace: tuple[int, int]) -> int:
+    def _ride(self, chunks: list, upto: int, sent: int) -> int:
+        """Emit the chunk copies [sent, upto) of buffered boxes, (layer, _buffer_chunks()
+        item) each: a rider's are in its reader's layer, whose bytes and energy they are.
+        Returns upto."""
+        own, queue = self.em.layer, self._channel("const")
+        self.em.prefetching = True
+        try:
+            for layer, (src, bounce, piece) in chunks[sent:upto]:
+                self.em.layer = layer
+                self.em.copy(src, bounce, queue)
+                self.em.copy(bounce, piece, queue)
+        finally:
+            self.em.layer, self.em.prefetching = own, False
+        return max(sent, upto)
+
+    def _tiled(self, step: Step, workspace: tuple[int, int], riders=()) -> int:
         ws_base, ws_size = workspace
         space, opcode, attrs, plan = self.plan(step, ws_size)
         if plan is None:
@@ -191,6 +213,10 @@ class Lowering:
         current, loads, stores, pending = {}, {}, [0], None
 
         feeds = {role for o in space.inputs if o.produce for role in o.produce.operands.values()}
+        # riders: an even share of their chunks after each tile's loads
+        chunks = [(layer, c) for layer, name, part in riders
+                  for c in self._buffer_chunks(name, part)]
+        sent = 0
 
         def emit(tile, views):
             inputs = self._expand_stage({r: v for r, v in views.items() if r not in feeds},
@@ -218,7 +244,7 @@ class Lowering:
                                    self._channel("store"), cmd)
                 stores[0] += 1
 
-        for tile in iterate_tiles(plan, space.dims):
+        for t, tile in enumerate(iterate_tiles(plan, space.dims), 1):
             views = {}
             for opnd in space.inputs:
                 box = opnd.box(tile)
@@ -235,12 +261,15 @@ class Lowering:
                     loads[opnd.role] = k + 1
                     current[opnd.role] = (box, dst)
                 views[opnd.role] = current[opnd.role][1]
+            if chunks:
+                sent = self._ride(chunks, len(chunks) * t // plan.n_tiles, sent)
             # A DMA queue runs in order: the store of the tile before last goes after those of
             # this tile's loads that can start before its compute ends (hold_store()).
             self.em.release()
             if pending is not None:       # prefetch: this tile's loads go before the last compute
                 emit(*pending)
             pending = (tile, views)
+        self._ride(chunks, len(chunks), sent)
         self.em.release()                 # no loads follow in this step
         emit(*pending)
         self.em.release()

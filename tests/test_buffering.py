@@ -5,7 +5,10 @@ system SRAM. Compared with the same compiler without it, bit-exact and faster.""
 import numpy as np
 
 from npu_sim import api, zoo
+from npu_sim.compiler import buffering
 from npu_sim.compiler import driver as compiler_driver
+from npu_sim.compiler.lower import Lowering
+from npu_sim.compiler.placement import Placement
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.commands import DmaCopy
 from oracle import run_reference
@@ -30,8 +33,72 @@ def test_weights_buffered_in_system_sram_during_flash_idle_steps(monkeypatch):
     expected = run_reference(tosa, inputs, names)
     for name in names:
         np.testing.assert_array_equal(buffered.outputs[name], expected[name])
-    monkeypatch.setattr(compiler_driver, "plan_buffering", lambda *args: None)
+    monkeypatch.setattr(compiler_driver, "plan_buffering", lambda *args: {})
     plain = api.simulate(api.compile_model(load_bytes(tosa, "net.tosa"), cfg), cfg, inputs)
     assert buffered.report.cycles < plain.report.cycles
     for name in names:
         np.testing.assert_array_equal(buffered.outputs[name], plain.outputs[name])
+
+
+def _mobilenet_on_edge():
+    tosa = zoo.build("mobilenet_v2", width=0.35, resolution=96, num_classes=200)[0]
+    return tosa, api.load_config("edge-256")
+
+
+def test_weights_ride_among_the_tiles_of_steps_that_load_no_weights(monkeypatch):
+    """A MobileNetV2's 1x1 convs whose weights are staged on chip leave flash idle one step
+    at a time: boxes of later layers' weights are copied to system SRAM among such a step's
+    own tiles (between computes of that layer), bit-exact and faster than without."""
+    tosa, cfg = _mobilenet_on_edge()
+    program = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
+    sram = program.memories.index("system_sram") + 1
+    computes = [c for c in program.commands if not isinstance(c, DmaCopy)]
+    position = {c.id: k for k, c in enumerate(program.commands)}
+    riding = 0
+    for copy in program.commands:
+        if not (isinstance(copy, DmaCopy) and copy.src.mem == 0 and copy.dst.mem == sram):
+            continue
+        before = [c for c in computes if position[c.id] < position[copy.id]]
+        after = [c for c in computes if position[c.id] > position[copy.id]]
+        if before and after and before[-1].layer == after[0].layer != copy.layer:
+            riding += 1
+    assert riding
+    inputs = api.random_inputs(program, seed=2)
+    buffered = api.simulate(program, cfg, inputs, check_hazards=True)
+    names = [b.name for b in program.outputs]
+    expected = run_reference(tosa, inputs, names)
+    for name in names:
+        np.testing.assert_array_equal(buffered.outputs[name], expected[name])
+    monkeypatch.setattr(buffering, "_ride", lambda *args: None)
+    plain = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
+    assert api.simulate(plain, cfg, timing_only=True).report.cycles > buffered.report.cycles
+
+
+def test_buffered_chunks_fit_their_bounce_buffers_and_skip_staged_rows(monkeypatch):
+    """Every chunk copied through a bounce buffer fits it (the classifier's 1,280-byte rows
+    are longer than the smallest chunk), and a constant whose leading rows are staged on chip
+    is buffered, all but those rows."""
+    tosa, cfg = _mobilenet_on_edge()
+    chunks, buffered, placements = [], [], []
+    real_chunks, real_buffer = Lowering._buffer_chunks, Placement.buffer
+
+    def spy_chunks(self, name, part):
+        for src, bounce, piece in real_chunks(self, name, part):
+            chunks.append((piece.nbytes, part.chunk))
+            yield src, bounce, piece
+
+    def spy_buffer(self, name, boxes, first, last):
+        placements.append(self)
+        buffered.extend((name, box) for box in boxes)
+        return real_buffer(self, name, boxes, first, last)
+    monkeypatch.setattr(Lowering, "_buffer_chunks", spy_chunks)
+    monkeypatch.setattr(Placement, "buffer", spy_buffer)
+    api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
+    assert chunks and all(nbytes <= chunk for nbytes, chunk in chunks)
+    assert any(nbytes > 1024 for nbytes, _ in chunks)
+    placement = placements[0]
+    staged = [(name, box) for name, box in buffered if name in placement.prefixes]
+    assert staged
+    for name, box in staged:
+        dtype = placement.graph.tensors[name].dtype
+        assert placement.staged_box(name, box, dtype) is None
