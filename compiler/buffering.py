@@ -18,12 +18,15 @@ would hold the faster memory's port at the slower one's rate (npu_sim/cost.py), 
 steps keep that port busy. Its room in the feature-map memory is reserved, beside the
 feature maps, from the first idle step to the reader.
 
-Copies queued between steps run over a stretch of idle steps whose bounce buffers fit in
-one place. What no stretch takes rides inside single idle steps instead (`riders`): their
-copies go among the step's own tiles, in bounce buffers reserved for that step alone, where
-its working set leaves the room or a tiling in a little less room costs it at most
-REPLAN_COST more. A MobileNetV2's 1x1 convs whose weights are staged on chip are such steps;
-weights of its classifier, whose leading rows are staged, are buffered too, all but those.
+Copies queued between steps run over a stretch of steps that load no weights and whose
+bounce buffers fit in one place. What no stretch takes rides inside single steps instead
+(`riders`): the copies go among the step's own tiles, between one tile's loads and the
+next's, in bounce buffers reserved for that step alone, where its working set leaves the
+room or a tiling in a little less room costs it at most REPLAN_COST more; as many as the
+weights memory idles through the step by its estimate (all of it in a step that loads no
+weights, as a MobileNetV2's 1x1 convs whose weights are staged on chip; in one that does,
+what its busiest lane's transfers leave beside its own loads). Weights whose leading rows
+are staged (MobileNetV2's classifier) are buffered too, all but those rows.
 """
 from __future__ import annotations
 
@@ -56,10 +59,9 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
     plan_prefetch() returns) the boxes to buffer in the feature-map memory over idle
     stretches; return the riders: step -> (constant, reader, Buffered) to copy among that
     step's tiles."""
-    riders: dict[int, list] = {}
     slow, fast = memory_cost(placement.weights_id), memory_cost(placement.fm_id)
     if placement.weights_id == placement.fm_id or not fast < slow:
-        return riders
+        return {}
     n, onchip = len(steps), placement.onchip_size
     need, idle, quiet = [0] * n, [0.0] * n, [True] * n
     loads: dict[int, tuple] = {}        # reader -> (its plan, its heaviest constant, _boxes())
@@ -89,10 +91,12 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             if (moved > heaviest[0] and opnd.tensor == placement.root(opnd.tensor)
                     and readers[opnd.tensor] == {i}):
                 heaviest = (moved, opnd.tensor, boxes)
-        # A step loading from the weights memory itself keeps it: its loads pass the copies
-        # queued before them, which would then wait for the steps after.
+        # A step loading from the weights memory itself keeps it from copies queued before
+        # it: its loads pass them, which would then wait for the steps after. Copies riding
+        # among its tiles may take what its busiest lane's transfers leave beside its own
+        # loads (the estimate's surest part: its compute may take less than estimated).
         quiet[i] = not slow_loads
-        idle[i] = plan.cost if quiet[i] else 0.0
+        idle[i] = plan.cost if quiet[i] else max(0.0, plan.transfer - slow_loads)
         if heaviest[1] is not None and plan.transfer > plan.compute:
             loads[i] = (plan, *heaviest[1:])
     outputs = {placement.root(o) for o in graph.outputs}
@@ -101,6 +105,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             book_idle(idle, max(start, 0), reader,
                       _preload_bytes(graph, placement, name, part) * slow)
     ceiling = [onchip - need[j] for j in range(n)]
+    riders = _Riders(steps, placement, lowering, idle, ceiling, slow + fast)
     for reader, (plan, name, boxes) in sorted(loads.items()):
         if name in outputs or name in placement.pack_of:
             continue
@@ -155,59 +160,70 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             if not chosen:
                 break
             if idle[j] > 0:
-                _ride(steps[j], j, name, reader, boxes, chosen, max(MIN_CHUNK, row), idle,
-                      ceiling, placement, lowering, slow + fast, riders)
+                riders.ride(j, name, reader, boxes, chosen, max(MIN_CHUNK, row))
     for staged in preloads.values():          # a queue carries them in the order they are read
         staged.sort(key=lambda item: item[1])
-    return riders
+    return riders.copies
 
 
-def _ride(step, j: int, name: str, reader: int, boxes, chosen: list, least: int,
-          idle: list[float], ceiling: list[int], placement, lowering, per_byte: float,
-          riders: dict) -> None:
-    """Buffer the first of the `chosen` boxes that idle step `j` has time for among its own
-    tiles, in bounce buffers of its own of `least` bytes or more (_bounce_room()); what it
-    cannot take stays chosen."""
-    room, size, take = idle[j] * MARGIN / per_byte, 0, []
-    while chosen and size + boxes[chosen[0]][0] <= room:
-        size += boxes[chosen[0]][0]
-        take.append(chosen.pop(0))
-    if not take:
-        return
-    chunk = max(MAX_CHUNK, least)
-    while chunk > least and placement.reserve(2 * chunk, j, j, ceiling[j],
-                                              commit=False) is None:
-        chunk = max(chunk // 2, least)
-    limit, slower = ceiling[j], 0.0
-    if placement.reserve(2 * chunk, j, j, limit, commit=False) is None:
-        limit, slower = _bounce_room(step, j, 2 * chunk, placement, lowering)
-    if limit is None or not placement.buffer(name, tuple(take), j, reader):
-        chosen[:0] = take
-        return
-    ceiling[j] = limit
-    bounce = placement.reserve(2 * chunk, j, j, limit, commit=True)
-    idle[j] -= size * per_byte + slower
-    riders.setdefault(j, []).append((name, reader, Buffered(tuple(take), bounce, chunk)))
+class _Riders:
+    """The copies riding inside single steps (plan_buffering()): step -> (constant, reader,
+    Buffered), booked against each step's idle time and its on-chip room (`ceiling`)."""
 
+    def __init__(self, steps, placement, lowering, idle: list[float], ceiling: list[int],
+                 per_byte: float):
+        self.steps, self.placement, self.lowering = steps, placement, lowering
+        self.idle, self.ceiling, self.per_byte = idle, ceiling, per_byte
+        self.copies: dict[int, list] = {}
+        self.refused: set = set()       # (step, its room, bounce bytes) no smaller tiles fit
 
-def _bounce_room(step, j: int, size: int, placement, lowering) -> tuple[int | None, float]:
-    """(the limit under which `size` bytes of bounce buffers fit on chip during step `j` once
-    its tiles take `size` bytes less room, the cycles its estimate grows by), where it grows
-    by at most REPLAN_COST; else (None, 0)."""
-    budget = placement.workspaces[j][1]
-    plan = lowering.plan(step, budget)[3]
-    if plan is None or size >= budget:
+    def ride(self, j: int, name: str, reader: int, boxes, chosen: list, least: int) -> None:
+        """Buffer the first of the `chosen` boxes that step `j` has idle time for among its
+        own tiles, in bounce buffers of its own of `least` bytes or more; what it cannot take
+        stays chosen."""
+        placement, ceiling = self.placement, self.ceiling
+        room, size, take = self.idle[j] * MARGIN / self.per_byte, 0, []
+        while chosen and size + boxes[chosen[0]][0] <= room:
+            size += boxes[chosen[0]][0]
+            take.append(chosen.pop(0))
+        if not take:
+            return
+        chunk = max(MAX_CHUNK, least)
+        while chunk > least and placement.reserve(2 * chunk, j, j, ceiling[j],
+                                                  commit=False) is None:
+            chunk = max(chunk // 2, least)
+        limit, slower = ceiling[j], 0.0
+        if placement.reserve(2 * chunk, j, j, limit, commit=False) is None:
+            limit, slower = self._bounce_room(j, 2 * chunk)
+        if limit is None or not placement.buffer(name, tuple(take), j, reader):
+            chosen[:0] = take
+            return
+        ceiling[j] = limit
+        bounce = placement.reserve(2 * chunk, j, j, limit, commit=True)
+        self.idle[j] -= size * self.per_byte + slower
+        self.copies.setdefault(j, []).append((name, reader, Buffered(tuple(take), bounce, chunk)))
+
+    def _bounce_room(self, j: int, size: int) -> tuple[int | None, float]:
+        """(the limit under which `size` bytes of bounce buffers fit on chip during step `j`
+        once its tiles take `size` bytes less room, the cycles its estimate grows by), where
+        it grows by at most REPLAN_COST; else (None, 0)."""
+        budget = self.placement.workspaces[j][1]
+        key = (j, budget, size)
+        if key in self.refused:
+            return None, 0.0
+        step, lowering = self.steps[j], self.lowering
+        plan = lowering.plan(step, budget)[3]
+        try:
+            smaller = None if plan is None or size >= budget else \
+                lowering.plan(step, budget - size)[3]
+        except DoesNotFitError:                 # too many tiles in that little room
+            smaller = None
+        if smaller is not None and smaller.cost <= plan.cost * (1 + REPLAN_COST):
+            limit = self.placement.onchip_size - smaller.working_set
+            if self.placement.reserve(size, j, j, limit, commit=False) is not None:
+                return limit, max(0.0, smaller.cost - plan.cost)
+        self.refused.add(key)
         return None, 0.0
-    try:
-        smaller = lowering.plan(step, budget - size)[3]
-    except DoesNotFitError:                 # too many tiles in that little room
-        return None, 0.0
-    if smaller is None or smaller.cost > plan.cost * (1 + REPLAN_COST):
-        return None, 0.0
-    limit = placement.onchip_size - smaller.working_set
-    if placement.reserve(size, j, j, limit, commit=False) is None:
-        return None, 0.0
-    return limit, max(0.0, smaller.cost - plan.cost)
 
 
 def _row_bytes(boxes: dict[tuple, list[int]]) -> int:
