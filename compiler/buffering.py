@@ -63,8 +63,9 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
     if placement.weights_id == placement.fm_id or not fast < slow:
         return {}
     n, onchip = len(steps), placement.onchip_size
+    apart = lowering.channels > 1       # the constants' DMA queue is theirs alone
     need, idle, quiet = [0] * n, [0.0] * n, [True] * n
-    loads: dict[int, tuple] = {}        # reader -> (its plan, its heaviest constant, _boxes())
+    loads: dict[int, tuple] = {}    # reader -> (plan, weights lane, floor, heaviest constant, _boxes())
     readers: dict[str, set[int]] = {}
     for i, step in enumerate(steps):
         for name in step.inputs:
@@ -80,13 +81,15 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             need[i] = onchip
             continue
         need[i] = plan.working_set
-        slow_loads, heaviest = 0.0, (0, None, None)
-        for opnd in space.inputs:
-            loc = placement.find(opnd.tensor)
-            if opnd.role not in plan.buffers or getattr(loc, "mem", 0) != placement.weights_id:
+        slow_loads, other, heaviest = 0.0, 0.0, (0, None, None)
+        for opnd in space.inputs + [space.output]:
+            if opnd.on_chip or opnd is not space.output and opnd.role not in plan.buffers:
                 continue
             boxes = _boxes(space, plan, opnd)
             moved = sum(nbytes * count for nbytes, count in boxes.values())
+            if getattr(placement.find(opnd.tensor), "mem", 0) != placement.weights_id:
+                other += moved * opnd.cost_per_byte     # the feature maps' lane
+                continue
             slow_loads += moved * slow
             if (moved > heaviest[0] and opnd.tensor == placement.root(opnd.tensor)
                     and readers[opnd.tensor] == {i}):
@@ -95,10 +98,17 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         # it: its loads pass them, which would then wait for the steps after. Copies riding
         # among its tiles may take what its busiest lane's transfers leave beside its own
         # loads (the estimate's surest part: its compute may take less than estimated).
+        # With one DMA queue for everything, the copies wait behind all its transfers.
         quiet[i] = not slow_loads
-        idle[i] = plan.cost if quiet[i] else max(0.0, plan.transfer - slow_loads)
-        if heaviest[1] is not None and plan.transfer > plan.compute:
-            loads[i] = (plan, *heaviest[1:])
+        queued = slow_loads if apart else plan.transfer
+        idle[i] = max(0.0, (plan.cost if quiet[i] else plan.transfer) - queued)
+        # A reader's weights are worth buffering while their loads outlast its compute and,
+        # on a queue of their own, its other transfers: a box from the faster memory adds to
+        # the feature maps' lane what it takes off the weights'.
+        lane, floor = (slow_loads, max(plan.compute, other)) if apart else \
+            (plan.transfer, plan.compute)
+        if heaviest[1] is not None and lane > floor:
+            loads[i] = (plan, lane, floor, *heaviest[1:])
     outputs = {placement.root(o) for o in graph.outputs}
     for start, items in preloads.items():      # the weights memory's time the preloads take
         for name, reader, part in items:
@@ -106,7 +116,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
                       _preload_bytes(graph, placement, name, part) * slow)
     ceiling = [onchip - need[j] for j in range(n)]
     riders = _Riders(steps, placement, lowering, idle, ceiling, slow + fast)
-    for reader, (plan, name, boxes) in sorted(loads.items()):
+    for reader, (plan, lane, floor, name, boxes) in sorted(loads.items()):
         if name in outputs or name in placement.pack_of:
             continue
         if name in placement.prefixes:          # the boxes its staged rows serve stay there
@@ -119,9 +129,9 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         # memory shortens its own tile only, to its compute (by the tile plan's per-tile
         # estimate); its copy holds the faster memory's port a while in a step that may be
         # waiting for it. Only where that pays.
-        per_tile = plan.transfer / plan.n_tiles
+        per_tile = lane / plan.n_tiles
         largest = max(nbytes for nbytes, _ in boxes.values())
-        gain = per_tile - max(plan.compute / plan.n_tiles, per_tile - largest * (slow - fast))
+        gain = per_tile - max(floor / plan.n_tiles, per_tile - largest * (slow - fast))
         if gain <= largest * fast:
             continue
         # as many boxes as bring the reader's loads down to its compute, by its estimate, or
@@ -129,7 +139,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         room = sum(idle[:reader]) * MARGIN / (slow + fast)
         copied = sum(nbytes for nbytes, _ in boxes.values())
         value = sum(nbytes * count for nbytes, count in boxes.values())
-        wanted = min((plan.transfer - plan.compute) / (slow - fast), room * value / copied)
+        wanted = min((lane - floor) / (slow - fast), room * value / copied)
         chosen = list(_spread(boxes, wanted))
         row = _row_bytes(boxes)                 # a chunk copies whole rows of a box
         for first, last, chunk in _stretches(placement, ceiling, idle, quiet, reader):

@@ -125,3 +125,35 @@ def test_buffered_chunks_fit_their_bounce_buffers_and_skip_staged_rows(monkeypat
     for name, box in staged:
         dtype = placement.graph.tensors[name].dtype
         assert placement.staged_box(name, box, dtype) is None
+
+
+def test_one_dma_queue_gives_riders_only_the_steps_that_load_no_weights(monkeypatch):
+    """With one DMA queue for everything, copies riding among a step's tiles wait behind all
+    its transfers, not only its weights': no step that loads weights carries them, and the
+    steps that do are given only their compute beyond their transfers."""
+    tosa, cfg = _mobilenet_on_edge()
+    cfg = cfg.with_overrides({"dma.channels": 1})
+    planned, hosts = buffering.plan_buffering, []
+
+    def spy(graph, steps, placement, lowering, *rest):
+        riders = planned(graph, steps, placement, lowering, *rest)
+        hosts.extend(_loads_weights(placement, lowering, steps[j], j) for j in riders)
+        return riders
+    monkeypatch.setattr(compiler_driver, "plan_buffering", spy)
+    program = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
+    assert hosts and not any(hosts)
+    _exact(tosa, program, cfg, seed=3)
+
+
+def test_readers_bound_by_their_feature_maps_are_not_buffered(monkeypatch):
+    """On a 20 KiB buffer BERT-base's FC layers read their activations again for every weight
+    slice: their feature-map lane, not flash, is the busiest, and a weight box moved to
+    system SRAM would only add to it (6% slower when they were buffered). Buffering never
+    makes such a graph slower than leaving every weight in flash."""
+    tosa = zoo.build("transformer", tokens=128, d_model=768, heads=12, d_ff=3072, layers=1)[0]
+    cfg = api.load_config("edge-256").with_overrides({"sram.size": "20 KiB"})
+    buffered = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
+    monkeypatch.setattr(compiler_driver, "plan_buffering", lambda *args: {})
+    plain = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
+    cycles = [api.simulate(p, cfg, timing_only=True).report.cycles for p in (buffered, plain)]
+    assert cycles[0] <= cycles[1]
