@@ -81,15 +81,15 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             need[i] = onchip
             continue
         need[i] = plan.working_set
-        slow_loads, other, heaviest = 0.0, 0.0, (0, None, None)
+        slow_loads, heaviest, others = 0.0, (0, None, None), []
         for opnd in space.inputs + [space.output]:
             if opnd.on_chip or opnd is not space.output and opnd.role not in plan.buffers:
                 continue
+            if getattr(placement.find(opnd.tensor), "mem", 0) != placement.weights_id:
+                others.append(opnd)                 # the feature maps' lane
+                continue
             boxes = _boxes(space, plan, opnd)
             moved = sum(nbytes * count for nbytes, count in boxes.values())
-            if getattr(placement.find(opnd.tensor), "mem", 0) != placement.weights_id:
-                other += moved * opnd.cost_per_byte     # the feature maps' lane
-                continue
             slow_loads += moved * slow
             if (moved > heaviest[0] and opnd.tensor == placement.root(opnd.tensor)
                     and readers[opnd.tensor] == {i}):
@@ -105,8 +105,10 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         # A reader's weights are worth buffering while their loads outlast its compute and,
         # on a queue of their own, its other transfers: a box from the faster memory adds to
         # the feature maps' lane what it takes off the weights'.
-        lane, floor = (slow_loads, max(plan.compute, other)) if apart else \
-            (plan.transfer, plan.compute)
+        lane, floor = (slow_loads, plan.compute) if apart else (plan.transfer, plan.compute)
+        if heaviest[1] is not None and lane > floor and apart:
+            floor = max(floor, sum(opnd.cost_per_byte * nbytes * count for opnd in others
+                                   for nbytes, count in _boxes(space, plan, opnd).values()))
         if heaviest[1] is not None and lane > floor:
             loads[i] = (plan, lane, floor, *heaviest[1:])
     outputs = {placement.root(o) for o in graph.outputs}
