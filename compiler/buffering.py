@@ -65,7 +65,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
     n, onchip = len(steps), placement.onchip_size
     apart = lowering.channels > 1       # the constants' DMA queue is theirs alone
     need, idle, quiet = [0] * n, [0.0] * n, [True] * n
-    loads: dict[int, tuple] = {}    # reader -> (plan, weights lane, floor, heaviest constant, _boxes())
+    loads: dict[int, tuple] = {}    # reader -> (plan, weights' lane, floor, constant, _boxes())
     readers: dict[str, set[int]] = {}
     for i, step in enumerate(steps):
         for name in step.inputs:
@@ -105,12 +105,13 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         # A reader's weights are worth buffering while their loads outlast its compute and,
         # on a queue of their own, its other transfers: a box from the faster memory adds to
         # the feature maps' lane what it takes off the weights'.
-        lane, floor = (slow_loads, plan.compute) if apart else (plan.transfer, plan.compute)
-        if heaviest[1] is not None and lane > floor and apart:
-            floor = max(floor, sum(opnd.cost_per_byte * nbytes * count for opnd in others
-                                   for nbytes, count in _boxes(space, plan, opnd).values()))
+        lane, floor = slow_loads if apart else plan.transfer, plan.compute
         if heaviest[1] is not None and lane > floor:
-            loads[i] = (plan, lane, floor, *heaviest[1:])
+            if apart:
+                floor = max(floor, sum(opnd.cost_per_byte * nbytes * count for opnd in others
+                                       for nbytes, count in _boxes(space, plan, opnd).values()))
+            if lane > floor:
+                loads[i] = (plan, lane, floor, *heaviest[1:])
     outputs = {placement.root(o) for o in graph.outputs}
     for start, items in preloads.items():      # the weights memory's time the preloads take
         for name, reader, part in items:
