@@ -269,7 +269,8 @@ class Lowering:
             if pending is not None:       # prefetch: this tile's loads go before the last compute
                 emit(*pending)
             pending = (tile, views)
-        self._ride(chunks, len(chunks), sent)
+        if chunks:                        # any the tiles' shares left
+            self._ride(chunks, len(chunks), sent)
         self.em.release()                 # no loads follow in this step
         emit(*pending)
         self.em.release()
