@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from npu_sim.isa.commands import BURST_BYTES
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.isa.records import record
@@ -289,116 +291,137 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
              tiles=None, boxes=None) -> TilePlan:
     """The plan of tile `sizes` in loop `order`; `boxes`: box_sizes() of its tiles, when the
     caller evaluates several orders of the same sizes."""
-    return _evaluate(space, dict(sizes), _order_positions(space, [order]), tile_overhead,
-                     boxes or box_sizes(space, tiles or _sample_tiles(space, sizes)),
-                     space.work(sizes), _lanes(space))[0]
+    boxes = boxes or box_sizes(space, tiles or _sample_tiles(space, sizes))
+    return _evaluate(space, [tuple(sizes[d] for d in space.dims)],
+                     _order_positions(space, [order]), tile_overhead,
+                     [(boxes, space.work(sizes))], _lanes(space)).plan(0)
 
 
-def _evaluate(space: TileSpace, sizes: dict[str, int], orders, tile_overhead: float, boxes,
-              work: float, lanes: tuple) -> list[TilePlan]:
-    """evaluate() of each of `orders` (_order_positions()), given the boxes, the compute
-    cycles of one tile and the operands' _lanes(); the plans keep `sizes`."""
-    counts = {d: -(-n // sizes[d]) for d, n in space.dims.items()}
-    in_bytes, out_bytes, burst = boxes
-    n_tiles = math.prod(counts.values())
-    splits = counts.get(space.reduction, 1)
-    acc_bytes = 0
-    if space.reduction and splits > 1:
-        acc_bytes = align(out_bytes // space.output.itemsize * space.acc_itemsize)
-    compute = n_tiles * work
+class _Plans:
+    """Plans of several tile sizes in several loop orders, as arrays over the plans (plan j:
+    sizes j // len(orders) in order j % len(orders)): a search level's hundreds of plans are
+    estimated in a few array operations, and only those a search picks become TilePlans."""
+
+    def __init__(self, space: TileSpace, sizes: list[tuple], orders: list[tuple], parts: dict):
+        self.space, self.sizes, self.orders, self.parts = space, sizes, orders, parts
+        self.working_set = parts["working_set"].ravel()
+        self.cost = parts["time"].ravel()
+        self.padding = parts["padding"].ravel()
+        self.n_tiles = np.repeat(parts["n_tiles"], len(orders))
+
+    def plan(self, j: int) -> TilePlan:
+        space, parts = self.space, self.parts
+        s, o = divmod(j, len(self.orders))
+        buffers = {role: int(count[s, o]) for role, count in parts["buffers"]}
+        buffer_bytes = {role: int(nbytes[s]) for role, nbytes in parts["buffer_bytes"]}
+        return TilePlan(dict(zip(space.dims, self.sizes[s])), self.orders[o],
+                        dict(zip(space.dims, parts["counts"][s].tolist())), buffers,
+                        buffer_bytes, int(parts["acc_bytes"][s]), int(self.working_set[j]),
+                        float(self.cost[j]), float(parts["transfer"][s, o]),
+                        float(self.padding[j]), float(parts["compute"][s]))
+
+
+def _evaluate(space: TileSpace, sizes: list[tuple], orders, tile_overhead: float,
+              boxes: list[tuple], lanes: tuple) -> _Plans:
+    """evaluate() of each of `sizes` (tile sizes in the order of space.dims) in each of
+    `orders` (_order_positions()), given the boxes of each and the compute cycles of one of
+    its tiles, (box_sizes(), cycles), and the operands' _lanes()."""
+    column = {d: i for i, d in enumerate(space.dims)}
+    counts = -(-np.array(list(space.dims.values()), dtype=np.int64)
+               // np.array(sizes, dtype=np.int64).reshape(len(sizes), len(column)))
+    in_bytes = [b for b, _ in boxes]
+    out_bytes = np.array([b[1] for b in in_bytes], dtype=np.int64)
+    n_tiles = counts.prod(axis=1)
+    reduction = column.get(space.reduction)
+    splits = counts[:, reduction] if reduction is not None else 1
+    acc_bytes = np.zeros(len(sizes), dtype=np.int64)
+    if space.reduction:
+        acc = out_bytes // space.output.itemsize * space.acc_itemsize
+        acc_bytes = np.where(splits > 1, (acc + ALIGN - 1) // ALIGN * ALIGN, 0)
+    compute = n_tiles * np.array([w for _, w in boxes], dtype=np.float64)
     out = space.output
     n_lanes, offchip, out_lane = lanes
-    ins = [(role, in_bytes[role], per_byte, burst[role], lane)
-           for role, per_byte, lane in offchip]
+    ins = [(role, np.array([b[0][role] for b in in_bytes], dtype=np.int64), per_byte,
+            np.array([b[2][role] for b in in_bytes]), lane) for role, per_byte, lane in offchip]
     per_tile = n_tiles * tile_overhead
-    streamed = compute / counts[space.stream] if space.stream else 0.0
-    # What does not depend on the order: the buffers' bytes (shared by the plans, read only)
-    # and the output's stores.
-    buffer_bytes = {role: nbytes for role, nbytes, _, _, _ in ins}
+    streamed = compute / counts[:, column[space.stream]] if space.stream else None
+    buffer_bytes = [(role, nbytes) for role, nbytes, _, _, _ in ins]
     if not out.on_chip:
         n_out = n_tiles // splits               # the output tiles: all but the reduction's
-        buffer_bytes[out.role] = out_bytes
-        out_count = 2 if n_out > 1 else 1
-        out_cost = n_out * out_bytes * out.cost_per_byte * burst["<out>"]
-        out_padding = n_out * out_bytes * out.cost_per_byte * (burst["<out>"] - 1)
-    plans = []
-    for order, positions in orders:
-        prefix, n = [], 1                   # iterations of the loops down to each position
-        for d in order:
-            n *= counts[d]
-            prefix.append(n)
-        buffers, working, padding = {}, acc_bytes, 0.0
-        busy = [0.0] * n_lanes              # transfer cycles per lane
+        buffer_bytes.append((out.role, out_bytes))
+        out_count = np.where(n_out > 1, 2, 1)
+        burst = np.array([b[2]["<out>"] for b in in_bytes])
+        out_cost = n_out * out_bytes * out.cost_per_byte * burst
+        out_padding = n_out * out_bytes * out.cost_per_byte * (burst - 1)
+    shape = (len(sizes), len(orders))
+    working, time, transfer = np.empty(shape, np.int64), np.empty(shape), np.empty(shape)
+    padding, buffers = np.zeros(shape), {role: np.empty(shape, np.int64) for role, *_ in ins}
+    for o, (order, positions) in enumerate(orders):
+        # iterations of the loops down to each position
+        prefix = np.cumprod(counts[:, [column[d] for d in order]], axis=1)
+        work_set = acc_bytes.copy()
+        busy = np.zeros((len(sizes), n_lanes))          # transfer cycles per lane
         for (role, nbytes, per_byte, factor, lane), dims in zip(ins, positions):
-            loads = 1
-            for i, d in dims:
-                if counts[d] > 1:
-                    loads = prefix[i]
-                    break
-            if loads > 1:
-                buffers[role] = 2
-                working += 2 * nbytes
-            else:
-                buffers[role] = 1
-                working += nbytes
+            loads, found = np.ones(len(sizes), dtype=np.int64), np.zeros(len(sizes), bool)
+            for i, d in dims:           # loaded again as the innermost split dim it reads
+                split = ~found & (counts[:, column[d]] > 1)
+                loads = np.where(split, prefix[:, i], loads)
+                found |= split
+            buffers[role][:, o] = np.where(loads > 1, 2, 1)
+            work_set += buffers[role][:, o] * nbytes
             moved = loads * nbytes * per_byte
-            busy[lane] += moved * factor
-            padding += moved * (factor - 1)
+            busy[:, lane] += moved * factor
+            padding[:, o] += moved * (factor - 1)
         if not out.on_chip:
-            buffers[out.role] = out_count
-            working += out_count * out_bytes
-            busy[out_lane] += out_cost
-            padding += out_padding
-        cost = max(busy) if busy else 0.0
+            work_set += out_count * out_bytes
+            busy[:, out_lane] += out_cost
+            padding[:, o] += out_padding
+        cost = busy.max(axis=1) if n_lanes else np.zeros(len(sizes))
         # Estimated time of a double-buffered pipeline: the slower of compute and transfer,
         # plus the part that cannot overlap (the first tile's loads, the last tile's compute
         # and store), plus a fixed cost per tile. One tile is fully serial; many tiles pay
         # per-tile overhead.
-        if cost > compute:
-            time = cost + compute / n_tiles + per_tile
-        else:
-            time = compute + cost / n_tiles + per_tile
-        if streamed:
-            time += streamed
-        plans.append(TilePlan(sizes, order, counts, buffers, buffer_bytes,
-                              acc_bytes, working, time, cost, padding, compute))
-    return plans
+        time[:, o] = np.where(cost > compute, cost + compute / n_tiles + per_tile,
+                              compute + cost / n_tiles + per_tile)
+        if streamed is not None:
+            time[:, o] += streamed
+        working[:, o], transfer[:, o] = work_set, cost
+    buffers = list(buffers.items())
+    if not out.on_chip:
+        buffers.append((out.role, np.repeat(out_count[:, None], len(orders), axis=1)))
+    return _Plans(space, sizes, [order for order, _ in orders], {
+        "counts": counts, "n_tiles": n_tiles, "acc_bytes": acc_bytes, "compute": compute,
+        "working_set": working, "time": time, "transfer": transfer, "padding": padding,
+        "buffers": buffers, "buffer_bytes": buffer_bytes})
 
 
 def _candidates(space: TileSpace, level: int, tile_overhead: float, boxes: dict,
-                previous: list[TilePlan] = (), least: dict | None = None) -> list[TilePlan]:
+                least: dict | None = None) -> _Plans:
     """Every plan of one search level: the halvings of its splittable dims in every order.
     `boxes` caches box_sizes() by tile sizes, each operand's boxes by the sizes it depends on
     and a tile's compute cycles: they depend on the space's shapes only, not on where its
-    operands live, so a search after prefetch staged some reuses them. A level's sizes include
-    the level before's (`previous`, its plans), whose plans are reused; `least`: dim -> the
+    operands live, so a search after prefetch staged some reuses them. `least`: dim -> the
     smallest size tried."""
     names = list(space.dims)
     splittable = [i for i, d in enumerate(names) if space.levels[d] <= level]
     least = least or {}
     options = [[n for n in _sizes(space, names[i]) if n >= least.get(names[i], 0)]
                for i in splittable]
-    known: dict[tuple, list[TilePlan]] = {}
-    for p in previous:
-        known.setdefault(tuple(p.sizes.values()), []).append(p)
-    orders = _order_positions(space, space.orders)
-    lanes = _lanes(space)
     full = list(space.dims.values())
-    plans = []
+    sizes, known = [], []
     for combo in itertools.product(*options):
         values = full[:]
         for i, n in zip(splittable, combo):
             values[i] = n
         key = tuple(values)
-        if key in known:
-            plans += known[key]
-            continue
-        sizes = dict(zip(names, values))
         known_boxes = boxes.get(key)        # (box_sizes(), a tile's compute cycles)
         if known_boxes is None:
-            known_boxes = boxes[key] = (_sampled_boxes(space, sizes, boxes), space.work(sizes))
-        plans += _evaluate(space, sizes, orders, tile_overhead, *known_boxes, lanes)
-    return plans
+            tile = dict(zip(names, values))
+            known_boxes = boxes[key] = (_sampled_boxes(space, tile, boxes), space.work(tile))
+        sizes.append(key)
+        known.append(known_boxes)
+    return _evaluate(space, sizes, _order_positions(space, space.orders), tile_overhead, known,
+                     _lanes(space))
 
 
 def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
@@ -410,27 +433,26 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
     boxes = {} if boxes is None else boxes
     best = []                                  # per level searched, its choice
     whole = (space.floor or space.work)(space.dims)     # the layer as one tile
-    plans: list[TilePlan] = []
     least = None
     for level in range(max(space.levels.values(), default=0) + 1):
         key = level if least is None else (level, tuple(sorted(least.items())))
         if candidates is not None and key in candidates:
             plans = candidates[key]
         else:
-            plans = _candidates(space, level, tile_overhead, boxes, plans, least)
+            plans = _candidates(space, level, tile_overhead, boxes, least)
             if candidates is not None:
                 candidates[key] = plans
-        fitting = [p for p in plans if p.working_set <= budget]
-        if fitting:
+        fitting = plans.working_set <= budget
+        if fitting.any():
             # Within NEAR_BEST of the fastest, a small working set (buffer room is worth more
             # to weight prefetch than a percent of this step's time): the fewest tiles among
             # those within room_slack (config schedule.room_slack) of the smallest, as a little
-            # more room for far fewer commands is cheap.
-            fastest = min(p.cost for p in fitting)
-            near = [p for p in fitting if p.cost <= fastest * NEAR_BEST]
-            small = min(p.working_set for p in near)
-            best.append(min((p for p in near if p.working_set <= small * room_slack),
-                            key=lambda p: (p.n_tiles, p.working_set, p.cost)))
+            # more room for far fewer commands is cheap; the first of equals.
+            near = fitting & (plans.cost <= plans.cost[fitting].min() * NEAR_BEST)
+            small = plans.working_set[near].min()
+            pool = np.flatnonzero(near & (plans.working_set <= small * room_slack))
+            best.append(plans.plan(int(pool[np.lexsort((
+                plans.cost[pool], plans.working_set[pool], plans.n_tiles[pool]))[0]])))
             # The preferred dims alone can leave boxes of runs shorter than a burst (a
             # MATMUL's weight columns): a plan that spends over PADDING_SHARE of its time
             # moving burst padding also tries the next level, which may take whole rows.
@@ -449,7 +471,7 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
                 best[-1].n_tiles * space.work(best[-1].sizes) <= TILE_WASTE * whole
             if not fine:
                 least = None
-            elif best[-1].cost > ROOM_GAIN * min(p.cost for p in plans) and \
+            elif best[-1].cost > ROOM_GAIN * plans.cost.min() and \
                     level + 1 < space.levels.get(space.reduction, math.inf):
                 least = {d: best[-1].sizes[d] for d in space.dims if space.levels[d] <= level}
             else:
@@ -512,8 +534,9 @@ MAX_TILES = 8_192      # per layer: beyond this a buffer is too small to be wort
 
 def _too_many_tiles(space: TileSpace, plan: TilePlan, budget: int, candidates: dict | None):
     """Refuse a layer that only fits in more than MAX_TILES tiles, naming the room it needs."""
-    plans = [p for level in (candidates or {}).values() for p in level if p.n_tiles <= MAX_TILES]
-    need = min((p.working_set for p in plans), default=0)
+    need = min((int(level.working_set[level.n_tiles <= MAX_TILES].min())
+                for level in (candidates or {}).values() if (level.n_tiles <= MAX_TILES).any()),
+               default=0)
     room = f"tiles within the limit need {need:,} B of working space" if need else \
         "no tiling searched stays within the limit"
     raise DoesNotFitError(f"layer '{space.output.tensor}': {plan.n_tiles:,} tiles would be needed, at most "
