@@ -124,3 +124,70 @@ def test_a_chain_reading_one_tensor_twice_is_its_own_shape():
     assert same != lower._shape_of(g, Step("vector", pair, chain=[pair]))
     assert same == lower._shape_of(g, Step("vector", Operator("ADD", ["y", "y"], ["w"]),
                                            chain=[Operator("ADD", ["y", "y"], ["w"])]))
+
+
+def _plain_plan(space, sizes, order, tile_overhead, boxes, work):
+    """The search's estimate of one plan, written out plainly in Python (the formula of
+    tiling._evaluate, one plan at a time): the oracle of the array version."""
+    counts = {d: -(-n // sizes[d]) for d, n in space.dims.items()}
+    in_bytes, out_bytes, burst = boxes
+    n_tiles = int(np.prod(list(counts.values())))
+    splits = counts.get(space.reduction, 1)
+    acc_bytes = 0
+    if space.reduction and splits > 1:
+        acc_bytes = -(-(out_bytes // space.output.itemsize * space.acc_itemsize) // 16) * 16
+    compute = n_tiles * work
+    lanes = sorted({o.lane for o in space.inputs + [space.output] if not o.on_chip})
+    busy = [0.0] * len(lanes)
+    prefix, n = {}, 1
+    for d in order:
+        n *= counts[d]
+        prefix[d] = n
+    working, padding = acc_bytes, 0.0
+    for o in space.inputs:
+        if o.on_chip:
+            continue
+        split = [d for d in reversed(order) if d in o.depends and counts[d] > 1]
+        loads = prefix[split[0]] if split else 1
+        working += (2 if loads > 1 else 1) * in_bytes[o.role]
+        moved = loads * in_bytes[o.role] * o.cost_per_byte
+        busy[lanes.index(o.lane)] += moved * burst[o.role]
+        padding += moved * (burst[o.role] - 1)
+    if not space.output.on_chip:
+        n_out = n_tiles // splits
+        working += (2 if n_out > 1 else 1) * out_bytes
+        busy[lanes.index(space.output.lane)] += n_out * out_bytes * space.output.cost_per_byte \
+            * burst["<out>"]
+        padding += n_out * out_bytes * space.output.cost_per_byte * (burst["<out>"] - 1)
+    cost = max(busy) if busy else 0.0
+    if cost > compute:
+        time = cost + compute / n_tiles + n_tiles * tile_overhead
+    else:
+        time = compute + cost / n_tiles + n_tiles * tile_overhead
+    if space.stream:
+        time += compute / counts[space.stream]
+    return working, time, cost, padding, n_tiles
+
+
+@pytest.mark.parametrize("name,tosa", list(_graphs()), ids=lambda v: v if isinstance(v, str) else "")
+def test_array_estimates_are_the_plain_formula(name, tosa, monkeypatch):
+    """The search costs a level's plans as arrays (tiling._evaluate); every plan of every
+    level searched on edge-256 has, bit for bit, the working set, time, transfer, padding
+    and tile count of the formula computed one plan at a time."""
+    checked = [0]
+    candidates = tiling._candidates
+
+    def check(space, level, tile_overhead, boxes, least=None):
+        plans = candidates(space, level, tile_overhead, boxes, least)
+        for j in range(len(plans.cost)):
+            plan = plans.plan(j)
+            key = tuple(plan.sizes.values())
+            got = (plan.working_set, plan.cost, plan.transfer, plan.padding, plan.n_tiles)
+            assert got == _plain_plan(space, plan.sizes, plan.order, tile_overhead,
+                                      *boxes[key]), (plan.sizes, plan.order)
+            checked[0] += 1
+        return plans
+
+    monkeypatch.setattr(tiling, "_candidates", check)
+    api.compile_model(load_bytes(tosa, f"{name}.tosa"), api.load_config("edge-256"))
+    assert checked[0] > 50
