@@ -134,8 +134,36 @@ def _seed(text: str) -> int:
     return value
 
 
+def _columns() -> int:
+    """The terminal's width as shutil.get_terminal_size() finds it: $COLUMNS, else stdout's
+    terminal, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, given the width: finding it itself imports shutil, with
+    bz2 and lzma, a fortieth of a cached run's start-up (every add_argument makes one)."""
+
+    def __init__(self, prog, **kwargs):
+        kwargs.setdefault("width", _columns() - 2)
+        super().__init__(prog, **kwargs)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors are one line and exit status 2, like every other error."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         text = " ".join(message.split())

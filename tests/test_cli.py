@@ -102,3 +102,24 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     assert needle in lines[0], lines[0]
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("columns", ["50", "123", "", "junk"])
+def test_help_is_wrapped_as_argparse_wraps_it(monkeypatch, columns):
+    """The parser finds the terminal's width itself (argparse's own way imports shutil): the
+    help must come out as argparse's default formatter lays it out."""
+    import argparse
+
+    from npu_sim import cli
+    monkeypatch.setenv("COLUMNS", columns)
+    ours = cli.build_parser(["run"])
+    theirs = cli.build_parser(["run"])
+    for parser in [theirs, *theirs._subparsers._group_actions[0].choices.values()]:
+        parser.formatter_class = argparse.HelpFormatter
+    run_ours = ours._subparsers._group_actions[0].choices["run"]
+    run_theirs = theirs._subparsers._group_actions[0].choices["run"]
+    assert run_ours.format_help() == run_theirs.format_help()
+    assert ours.format_help() == theirs.format_help()
+    if columns == "50":            # help texts wrap to the width (a long choice list cannot)
+        assert all(len(line) <= 50 for line in run_ours.format_help().splitlines()
+                   if line.startswith(" " * 24))
