@@ -3,6 +3,7 @@ written all or nothing, and paths whose failures name their cause (a symlink loo
 """
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -133,11 +134,17 @@ class Staged:
         final = Path(final)
         if final.is_dir():
             raise InputError(f"{final}: is a directory, expected a file to write")
-        import tempfile                  # only here: a timing-only run may write nothing
-        fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".part", dir=final.parent)
-        os.close(fd)
-        self.items.append((Path(tmp), final))
-        return Path(tmp)
+        # Named by this process (tempfile's import was a fortieth of a cached run's start-up);
+        # a name a killed run left behind is passed over.
+        for n in itertools.count():
+            tmp = final.with_name(f".{final.name}.{os.getpid()}-{n}.part")
+            try:
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                break
+            except FileExistsError:
+                continue
+        self.items.append((tmp, final))
+        return tmp
 
     def text(self, final, text: str) -> None:
         self.path(final).write_text(text)

@@ -313,6 +313,27 @@ def test_output_name_taken_by_a_directory_leaves_nothing(capsys, tmp_path):
     assert not list(tmp_path.rglob("*.part"))
 
 
+def test_outputs_pass_over_a_staged_file_a_killed_run_left(capsys, tmp_path):
+    """Staged files are named by the process; one of that name already there is left alone.
+    The outputs get the umask's permissions, as any file the user writes."""
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = out / f".tosa_reshape_default.npy.{os.getpid()}-0.part"
+    stale.write_text("left by a killed run")
+    umask = os.umask(0o027)
+    try:
+        rc, err = _run(capsys, "run", SMALL / "model.tosa", "--config", "edge-256",
+                       "--output-dir", out)
+    finally:
+        os.umask(umask)
+    assert rc == 0, err
+    assert stale.read_text() == "left by a killed run"
+    written = out / "tosa_reshape_default.npy"
+    assert np.load(written).dtype == np.int8
+    assert written.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in out.iterdir()) == [stale.name, written.name]
+
+
 def test_a_late_failure_leaves_no_earlier_file(capsys, tmp_path):
     """The report would be written before the outputs: it is staged and dropped with them."""
     (tmp_path / "file").write_text("x")
