@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import re
 import reprlib
-from decimal import Decimal
 from typing import Any
 
 from npu_sim.isa.errors import ConfigError
@@ -46,7 +45,7 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 MAX_MACS = 1 << 20  # rows x cols
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(" + "|".join(_UNITS) + r")\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+)(?:\.(\d+))?\s*(" + "|".join(_UNITS) + r")\s*$")
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # no dots: names appear in dotted override keys
 
 
@@ -162,9 +161,16 @@ class _Checker:
         if isinstance(value, int) and not isinstance(value, bool):
             nbytes = value
         elif isinstance(value, str) and (m := _SIZE_RE.match(value)):
-            nbytes = Decimal(m.group(1)) * _UNITS[m.group(2)]  # Decimal: "1.5 KiB" is exactly 1536
-        if nbytes is not None and 0 < nbytes < MAX_SIZE and nbytes == int(nbytes):
-            return self.in_range(int(nbytes), path)
+            # exact: "1.5 KiB" is 15 * 1024 / 10 bytes, "1.3 KiB" no whole number; a size
+            # below 2**64 needs at most 11 digits before the point and 30 after it
+            digits = m.group(1).lstrip("0") + (m.group(2) or "").rstrip("0")
+            tenths = 10 ** len((m.group(2) or "").rstrip("0"))
+            if len(digits) <= 64:
+                scaled = int(digits or "0") * _UNITS[m.group(3)]
+                if scaled % tenths == 0:
+                    nbytes = scaled // tenths
+        if nbytes is not None and 0 < nbytes < MAX_SIZE:
+            return self.in_range(nbytes, path)
         raise self.fail(path, "expected a whole number of bytes in [1, 2**64), as an integer or a string like "
                               f"'256 KiB' (units: {', '.join(_UNITS)}), got {_show(value)}")
 

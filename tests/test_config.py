@@ -132,6 +132,9 @@ BAD = [
     ("sram.size", "12 parsecs", ["sram.size", "bytes"]),
     ("sram.size", "-1 KiB", ["sram.size", "bytes"]),
     ("memories.dram.size", "0.3 B", ["memories.dram.size", "whole number of bytes"]),
+    ("memories.dram.size", "1.3 KiB", ["memories.dram.size", "whole number of bytes"]),
+    ("memories.dram.size", "9" * 5000 + " B", ["memories.dram.size", "whole number of bytes"]),
+    ("memories.dram.size", "1." + "0" * 5000 + "1 GiB", ["memories.dram.size", "whole number of bytes"]),
     ("memories.dram.size", 1 << 64, ["memories.dram.size", "2**64"]),
     ("clock_mhz", 10**400, ["clock_mhz", "positive number"]),
     ("sram.size", "512 B", ["sram.size", "at least 1 KiB"]),
@@ -207,6 +210,8 @@ def test_config_from_dict_rejects_non_mapping():
 
 @pytest.mark.parametrize("size, nbytes", [
     (4096, 4096), ("1 MiB", 1 << 20), ("1.5 KiB", 1536), ("2MB", 2_000_000), ("4 GiB", 4 << 30), ("2048 B", 2048),
+    ("0002.50 KiB", 2560), ("1." + "0" * 5000 + " MiB", 1 << 20),
+    ("1.000000000931322574615478515625 GiB", (1 << 30) + 1),      # 2**-30 GiB is a byte
 ])
 def test_size_forms(base, size, nbytes):
     data = copy.deepcopy(base)
