@@ -10,7 +10,6 @@ NPU_SIM_CACHE=DIR moves it (default ~/.cache/npu-sim).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import time
@@ -20,6 +19,8 @@ from pathlib import Path
 
 from npu_sim.isa.encoding import decode, encode
 from npu_sim.isa.errors import ProgramError
+
+from .digest import hasher, hexdigest
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -45,7 +46,7 @@ def compiler_version() -> str:
     for root in [_PACKAGE] + [r for r in roots if _PACKAGE not in r.parents]:
         _sources(str(root), len(str(root.parent)) + 1, found)
     found.sort(key=lambda p: p[1])
-    listing = hashlib.sha256()
+    listing = hasher()
     for path, _, st in found:
         listing.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     root = cache_dir()
@@ -56,7 +57,7 @@ def compiler_version() -> str:
         version = ""
     if len(version) == 16:
         return version
-    h = hashlib.sha256()
+    h = hasher()
     for path, name, _ in found:
         h.update(name.encode())
         with open(path, "rb") as f:
@@ -84,7 +85,7 @@ RACY_NS = 2_000_000_000
 
 
 def kept_digest(path) -> tuple[str | None, os.stat_result | None]:
-    """The SHA-256 of a model file's bytes as kept by model_digest for the file's identity and
+    """The digest of a model file's bytes as kept by model_digest for the file's identity and
     stats (None when not kept), and those stats (None when it is not a regular file).
 
     Reading and hashing a 4 MB model was a twentieth of a cached run's time, which needs only
@@ -107,8 +108,8 @@ def kept_digest(path) -> tuple[str | None, os.stat_result | None]:
 
 
 def model_digest(data: bytes, st: os.stat_result | None) -> str:
-    """The SHA-256 of a model's bytes, kept for kept_digest when `st` (its file's stats)."""
-    digest = hashlib.sha256(data).hexdigest()
+    """The digest of a model's bytes, kept for kept_digest when `st` (its file's stats)."""
+    digest = hexdigest(data)
     root = cache_dir()
     # Not kept for a file changed in the last RACY_NS: a rewrite within the file system's
     # clock tick (milliseconds) would leave its stats as they were.
@@ -120,12 +121,12 @@ def model_digest(data: bytes, st: os.stat_result | None) -> str:
 
 def _digest_memo(root: Path, st: os.stat_result) -> Path:
     ident = f"{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-    return root / "models" / hashlib.sha256(ident.encode()).hexdigest()[:32]
+    return root / "models" / hexdigest(ident.encode())[:32]
 
 
 def key(model_digest: str, config) -> str:
-    """The cache key of a model (its bytes' SHA-256, hex) compiled for `config`."""
-    h = hashlib.sha256(model_digest.encode())
+    """The cache key of a model (its bytes' digest, hex) compiled for `config`."""
+    h = hasher(model_digest.encode())
     h.update(config.fingerprint().encode())
     h.update(compiler_version().encode())
     return h.hexdigest()

@@ -6,7 +6,6 @@ expected, so a typo fails loudly here instead of silently skewing simulated cycl
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -21,6 +20,7 @@ from npu_sim.isa.operators import FLOAT_CLASSES, VECTOR_CLASSES
 from npu_sim.isa.records import record
 
 from .config_checks import MAX_MACS, _IDENT_RE, _Checker, _show
+from .digest import hexdigest
 from .yamlread import parse_yaml, read_yaml
 
 PRESET_DIR = Path(_presets.__file__).parent     # the repository's configs/, installed as package data
@@ -289,9 +289,9 @@ class HardwareConfig:
         return _build(d, src, self.source)
 
     def fingerprint(self) -> str:
-        """Stable sha256 of the configuration's content (not of its source path), for caching."""
+        """Stable digest of the configuration's content (not of its source path), for caching."""
         text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return hexdigest(text.encode())
 
 
 def _plain(obj: Any) -> Any:

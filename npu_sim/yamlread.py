@@ -7,13 +7,13 @@ file (and the line, where there is one).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from npu_sim.isa.errors import ConfigError
 
+from .digest import hexdigest
 from .paths import os_reason, why_unreadable
 
 MAX_BYTES = 1 << 20        # a preset is 4 KiB; a sweep with long value lists stays far below this
@@ -71,7 +71,7 @@ def _memo_path(raw: bytes) -> Path | None:
     it): a cached run's config is then read without importing or running PyYAML."""
     from .cache import cache_dir
     root = cache_dir()
-    return None if root is None else root / "yaml" / f"{hashlib.sha256(raw).hexdigest()}.json"
+    return None if root is None else root / "yaml" / f"{hexdigest(raw)}.json"
 
 
 def _remember(memo: Path, doc) -> None:

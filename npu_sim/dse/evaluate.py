@@ -7,7 +7,6 @@ with the reason, and anything unexpected as status "error", so the sweep goes on
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import multiprocessing
 import signal
@@ -23,6 +22,7 @@ from npu_sim.isa.errors import ModelError, NpuSimError
 from .. import api
 from ..area import area_mm2
 from ..config import HardwareConfig
+from ..digest import hexdigest
 
 # Row fields, in CSV column order (overrides and area parts are nested in JSON lines).
 METRIC_FIELDS = ("cycles", "latency_ms", "energy_uj", "power_mw", "area_mm2", "edp",
@@ -65,13 +65,13 @@ def _network_graph(spec: str):
 
 def network_id(spec: str) -> str:
     """Content hash: a rebuilt zoo network or an edited file is a different point."""
-    return hashlib.sha256(network_bytes(spec)).hexdigest()[:16]
+    return hexdigest(network_bytes(spec))[:16]
 
 
 def point_key(base: HardwareConfig, net_id: str, overrides: dict) -> str:
     text = json.dumps({"base": base.fingerprint(), "network": net_id, "overrides": overrides},
                       sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hexdigest(text.encode())[:16]
 
 
 def design_key(base: HardwareConfig, overrides: dict) -> str:
