@@ -63,6 +63,7 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
         if isinstance(model, Graph):
             return _compile(model, config)
     data = program = None
+    use_cache = use_cache and cache.cache_dir() is not None     # off: no digest to work out
     if use_cache:               # a cached program's model is known by its kept digest
         digest, st = cache.kept_digest(model)
         if digest is None:
