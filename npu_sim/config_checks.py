@@ -161,8 +161,9 @@ class _Checker:
         if isinstance(value, int) and not isinstance(value, bool):
             nbytes = value
         elif isinstance(value, str) and (m := _SIZE_RE.match(value)):
-            # exact: "1.5 KiB" is 15 * 1024 / 10 bytes, "1.3 KiB" no whole number; a size
-            # below 2**64 needs at most 11 digits before the point and 30 after it
+            # exact: "1.5 KiB" is 15 * 1024 / 10 bytes, "1.3 KiB" no whole number. A whole
+            # number of bytes below 2**64 has at most 20 significant digits before the point
+            # (in B) and 30 after it (2**-30 GiB), so longer strings are refused unread
             digits = m.group(1).lstrip("0") + (m.group(2) or "").rstrip("0")
             tenths = 10 ** len((m.group(2) or "").rstrip("0"))
             if len(digits) <= 64:
