@@ -164,12 +164,12 @@ class _Checker:
             # exact: "1.5 KiB" is 15 * 1024 / 10 bytes, "1.3 KiB" no whole number. A whole
             # number of bytes below 2**64 has at most 20 significant digits before the point
             # (in B) and 30 after it (2**-30 GiB), so longer strings are refused unread
-            digits = m.group(1).lstrip("0") + (m.group(2) or "").rstrip("0")
-            tenths = 10 ** len((m.group(2) or "").rstrip("0"))
+            fraction = (m.group(2) or "").rstrip("0")
+            digits = m.group(1).lstrip("0") + fraction
             if len(digits) <= 64:
-                scaled = int(digits or "0") * _UNITS[m.group(3)]
-                if scaled % tenths == 0:
-                    nbytes = scaled // tenths
+                scaled, denominator = int(digits or "0") * _UNITS[m.group(3)], 10 ** len(fraction)
+                if scaled % denominator == 0:
+                    nbytes = scaled // denominator
         if nbytes is not None and 0 < nbytes < MAX_SIZE:
             return self.in_range(nbytes, path)
         raise self.fail(path, "expected a whole number of bytes in [1, 2**64), as an integer or a string like "

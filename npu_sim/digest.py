@@ -17,4 +17,4 @@ def hasher(data: bytes = b""):
 
 def hexdigest(data: bytes) -> str:
     """64 hex digits of `data`'s digest."""
-    return blake2b(data, digest_size=32).hexdigest()
+    return hasher(data).hexdigest()
