@@ -130,8 +130,10 @@ def rewrite_operators(graph: Graph) -> None:
     graph.operators = ops
 
 
-def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
-    """Compile a loaded graph for `config` (npu_sim.config.HardwareConfig).
+def compile_graph(graph: Graph, config, model_name: str = "", validated: bool = False) -> Program:
+    """Compile a loaded graph for `config` (npu_sim.config.HardwareConfig). `validated`: the
+    caller has run validate() on this graph, as loaded, for config's TOSA target (a sweep
+    compiling copies of one network for many designs), so it is not run again.
 
     Python's cycle collector is paused meanwhile: a compile makes no cyclic garbage (the
     bench networks leave none), but it makes many objects that live until it returns, and
@@ -140,18 +142,19 @@ def compile_graph(graph: Graph, config, model_name: str = "") -> Program:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _compile_graph(graph, config, model_name)
+        return _compile_graph(graph, config, model_name, validated)
     finally:
         if enabled:
             gc.enable()
 
 
-def _compile_graph(graph: Graph, config, model_name: str) -> Program:
+def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Program:
     # e.g. a TFLite file whose subgraph lost its tensors (a graph writing variables has effects)
     if not graph.outputs and not any(t.variable for t in graph.tensors.values()):
         raise ModelError(f"{graph.source or 'model'}: the graph has no outputs and writes no "
                          "variables, so there is nothing to compute")
-    validate(graph, config.tosa.profiles, config.tosa.extensions, config.tosa.level)
+    if not validated:
+        validate(graph, config.tosa.profiles, config.tosa.extensions, config.tosa.level)
     rewrite_operators(graph)
     fold_constants(graph)
     remove_noop_reshapes(graph)

@@ -55,13 +55,14 @@ class RunResult:
 
 
 def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
-                  use_cache: bool = True) -> Program:
+                  use_cache: bool = True, validated: bool = False) -> Program:
     """Compile a .tosa or .tflite file (or a loaded Graph) for `config`. Files go through the
-    program cache (npu_sim/cache.py) unless use_cache is False."""
+    program cache (npu_sim/cache.py) unless use_cache is False. `validated` (a Graph only):
+    it has passed npu_sim.compiler.validate.validate for config's TOSA target already."""
     if not isinstance(model, (str, os.PathLike)):
         from npu_sim.compiler.ir import Graph      # only here: a cached run needs no compiler
         if isinstance(model, Graph):
-            return _compile(model, config)
+            return _compile(model, config, validated)
     data = program = None
     use_cache = use_cache and cache.cache_dir() is not None     # off: no digest to work out
     if use_cache:               # a cached program's model is known by its kept digest
@@ -96,10 +97,10 @@ def load_graph(data: bytes, source: str) -> Graph:
     return load_bytes(data, source)
 
 
-def _compile(graph: Graph, config: HardwareConfig) -> Program:
+def _compile(graph: Graph, config: HardwareConfig, validated: bool = False) -> Program:
     from npu_sim.compiler.driver import compile_graph
     name = Path(graph.source).stem if graph.source else "model"
-    program = compile_graph(graph, config, model_name=name)
+    program = compile_graph(graph, config, model_name=name, validated=validated)
     program.meta["config_dict"] = config.to_dict()
     return program
 

@@ -77,6 +77,31 @@ def test_bad_points_are_infeasible_with_reason(overrides, network, kind):
     assert row["status"] == "infeasible" and row["error"].startswith(kind) and row["latency_ms"] is None
 
 
+def test_a_network_is_validated_once_per_tosa_target(monkeypatch):
+    """Points compile copies of one loaded graph: validation runs once for each TOSA target
+    the designs have, and its refusal stays each point's reason."""
+    import npu_sim.compiler.validate as validation
+    from npu_sim.dse import evaluate
+    calls = []
+    real = validation.validate
+
+    def counted(graph, *target):
+        calls.append(target)
+        return real(graph, *target)
+
+    monkeypatch.setattr(validation, "validate", counted)
+    monkeypatch.setattr(evaluate, "_VALIDATION", {})
+    rows = [evaluate_point("edge-256", overrides, "zoo:ds_cnn") for overrides in (
+        {"sram.size": "32 KiB"}, {"sram.size": "64 KiB"}, {"tosa.level": "none"})]
+    assert [r["status"] for r in rows] == ["ok"] * 3
+    assert [level for _, _, level in calls] == ["8K", "none"]
+    fp16 = [evaluate_point("edge-256", {"sram.size": size}, "zoo:transformer?dtype=fp16")
+            for size in ("32 KiB", "64 KiB")]
+    assert len(calls) == 3
+    assert fp16[0]["status"] == fp16[1]["status"] == "infeasible"
+    assert fp16[0]["error"] == fp16[1]["error"] and "needs profile PRO-FP" in fp16[1]["error"]
+
+
 def test_failing_points_do_not_stop_the_sweep(local_run):
     bad = [r for r in local_run.rows if r["status"] != "ok"]
     assert len(local_run.rows) == 12 and len(local_run.designs) == 6

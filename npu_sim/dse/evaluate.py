@@ -63,6 +63,27 @@ def _network_graph(spec: str):
     return api.load_graph(network_bytes(spec), spec)
 
 
+# (network, profiles, extensions, level) -> None, or the error validate() raised. Each point
+# compiles a copy of one loaded graph, and validating it again for every design took a tenth
+# of a point; a sweep's designs rarely change the TOSA target, so the answer is kept.
+_VALIDATION: dict[tuple, NpuSimError | None] = {}
+
+
+def _validate_network(spec: str, tosa) -> None:
+    """Raise what npu_sim.compiler.validate.validate raises for the network on this target."""
+    from npu_sim.compiler.validate import validate
+    key = (spec, tosa.profiles, tosa.extensions, tosa.level)
+    if key not in _VALIDATION:
+        try:
+            validate(_network_graph(spec).copy(), tosa.profiles, tosa.extensions, tosa.level)
+            _VALIDATION[key] = None
+        except NpuSimError as exc:
+            _VALIDATION[key] = exc
+    error = _VALIDATION[key]
+    if error is not None:
+        raise error.with_traceback(None)
+
+
 def network_id(spec: str) -> str:
     """Content hash: a rebuilt zoo network or an edited file is a different point."""
     return hexdigest(network_bytes(spec))[:16]
@@ -105,8 +126,9 @@ def evaluate_point(base: str | HardwareConfig, overrides: dict, network: str = "
         if cfg.area is not None:  # known even when the network does not fit
             row["area"] = area_mm2(cfg)
             row["area_mm2"] = row["area"]["total"]
-        rep = api.simulate(api.compile_model(_network_graph(network).copy(), cfg), cfg,
-                           timing_only=True).report
+        _validate_network(network, cfg.tosa)
+        program = api.compile_model(_network_graph(network).copy(), cfg, validated=True)
+        rep = api.simulate(program, cfg, timing_only=True).report
         row.update(cycles=rep.cycles, latency_ms=rep.seconds * 1e3, energy_uj=rep.energy_uj["total"],
                    power_mw=rep.average_power_mw, mac_utilization=rep.mac_utilization)
         row["edp"] = row["energy_uj"] * row["latency_ms"]
