@@ -277,18 +277,19 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
         if bound * k.mnmax + k.cnmax < 1 << 63:
             m, c, s = k.mn, k.cn, k.sn
         elif bound * k.mmax + k.cmax < 1 << 63:
-            m, c, s = k.m, k.c, k.s
+            m, c, _, s, _ = _per_channel(k)
         else:
             return None
         v = a.astype(np.int64)
     else:
         if (1 << 31) * k.mmax + k.c0max >= 1 << 63:
             return None
+        m, _, c, s, b32 = _per_channel(k)
         # the register's wrap: sums beyond int32 (exact integers in int64) to int32 first
         t = a.astype(np.int32) if bound < 1 << 31 else a.astype(np.int64).astype(np.int32)
-        if k.b32 is not None:
-            t += k.b32
-        v, m, c, s = t.astype(np.int64), k.m, k.c0, k.s
+        if b32 is not None:
+            t += b32
+        v = t.astype(np.int64)
     v *= m
     v += c
     v >>= s
@@ -300,17 +301,34 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
 
 
 class _Tables(namedtuple("_Tables", (
-        "m",
-        "c",                # bias * m + (2 zp + 1) << (s - 1)
-        "c0",               # (2 zp + 1) << (s - 1)
-        "b32",              # the bias as int32, or None
-        "s", "mmax", "bmax", "cmax", "c0max",
-        # floor(X / 2^s) = floor(X 2^d / 2^(s + d)): m and c times 2^(max s - s), one shift
-        "mn", "cn", "sn", "mnmax", "cnmax"))):
-    """_int32_stage's constants for one layer's tables (per channel, or Python ints); a
-    namedtuple, as mac._Geometry."""
+        # floor(X / 2^s) = floor(X 2^d / 2^(s + d)): one shift, sn = max s, for every channel
+        # with mn = m 2^(sn - s) and cn = bias mn + (2 zp + 1) 2^(sn - 1) (None where they
+        # would not fit int64; then mnmax = cnmax = 2^63), and bounds of |mn| and |cn|
+        "mn", "cn", "sn", "mnmax", "cnmax",
+        "mmax", "bmax",
+        "cmax",             # bound of |bias * m + (2 zp + 1) << (s - 1)|
+        "c0max",            # bound of |(2 zp + 1) << (s - 1)|
+        "m", "s", "b", "zp"))):    # the tables as read (per channel, or Python ints)
+    """_int32_stage's constants for one layer's tables; a namedtuple, as mac._Geometry. The
+    per-channel shifts' constants are worked out only when a tile needs them (_per_channel):
+    most tables are read by one tile or a few, and take the one-shift path."""
 
     __slots__ = ()
+
+
+def _per_channel(k: _Tables):
+    """(m, c, c0, s, the bias as int32 or None) per channel: c = bias m + c0 and
+    c0 = (2 zp + 1) << (s - 1), each below k.cmax or k.c0max (< 2^63), so exact in int64."""
+    if type(k.m) is int:                                # one scale: Python ints
+        c0 = (2 * k.zp + 1) << (k.s - 1)
+        if k.b is None:
+            return k.m, c0, c0, k.s, None
+        return k.m, k.b * k.m + c0, c0, k.s, np.int32(k.b)
+    m, s = k.m.astype(np.int64), k.s.astype(np.int64)
+    c0 = np.left_shift(np.int64(2 * k.zp + 1), s - 1)
+    if k.b is None:
+        return m, c0, c0, s, None
+    return m, c0 + k.b.astype(np.int64) * m, c0, s, k.b.astype(np.int32)
 
 
 class _Bounded(dict):
@@ -342,11 +360,11 @@ _STAGE_BY_ARRAYS = _Bounded(_KEPT, _KEPT_BYTES)     # the arrays read -> (their 
 
 
 def _held_bytes(contents, tables) -> int:
-    """Bytes a cache entry holds: the tables' contents as read, and its per-channel arrays
-    (m, c, c0, the bias, s, mn and cn: int64 as m, or the bias's int32; one scale has none)."""
+    """Bytes a cache entry holds: the tables' contents as read, and its mn and cn (int64 as
+    mn; one scale has none)."""
     size = len(contents[1]) + len(contents[3]) + (len(contents[4][1]) if contents[4] else 0)
-    if tables is not None and type(tables.m) is np.ndarray:
-        size += 7 * tables.m.nbytes
+    if tables is not None and type(tables.mn) is np.ndarray:
+        size += 2 * tables.mn.nbytes
     return size
 
 
@@ -388,26 +406,29 @@ def _stage_tables(m, s, b, zp: int, double_round: bool):
             double_round and max(sl) > 31):
         return None
     mmax, bmax, smax = max(ml), max(max(bl), -min(bl)), max(sl)
-    c0max = (2 * abs(zp) + 1) * (1 << (smax - 1))
+    c0max = (2 * abs(zp) + 1) << (smax - 1)
     cmax = bmax * mmax + c0max
     if cmax >= 1 << 63:
         return None
-    b32 = None if b is None else b.astype(np.int32)
     if len(ml) == len(sl) == len(bl) == 1:              # one scale: Python ints
-        c0 = (2 * zp + 1) << (sl[0] - 1)
-        c = bl[0] * ml[0] + c0
-        return _Tables(ml[0], c, c0, b32, sl[0], mmax, bmax, cmax, c0max, ml[0], c, sl[0],
-                       mmax, abs(c))
-    m, s = m.astype(np.int64), s.astype(np.int64)
-    c0 = np.left_shift(np.int64(2 * zp + 1), s - 1)
-    c = c0 if b is None else c0 + b.astype(np.int64) * m      # |c| <= cmax < 2^63: exact
+        c = bl[0] * ml[0] + ((2 * zp + 1) << (sl[0] - 1))
+        return _Tables(ml[0], c, sl[0], mmax, abs(c), mmax, bmax, cmax, c0max, ml[0], sl[0],
+                       None if b is None else bl[0], zp)
     grow = smax - min(sl)
-    if mmax << grow >= 1 << 63 or cmax << grow >= 1 << 63:   # one shift would not fit int64
-        return _Tables(m, c, c0, b32, s, mmax, bmax, cmax, c0max, None, None, smax, 1 << 63,
-                       1 << 63)
-    mn, cn = m << (smax - s), c << (smax - s)
-    return _Tables(m, c, c0, b32, s, mmax, bmax, cmax, c0max, mn, cn, smax, int(mn.max()),
-                   int(np.abs(cn).max()))
+    mn = cn = None
+    mnmax = cnmax = 1 << 63
+    # |mn| <= mmax 2^grow and |cn| = |bias m + c0| 2^(smax - s) <= cmax 2^grow
+    if mmax << grow < 1 << 63 and cmax << grow < 1 << 63:
+        mn = m.astype(np.int64) << (smax - s)
+        k0 = (2 * zp + 1) << (smax - 1)         # c0 2^(smax - s), the same for every channel
+        if b is None:
+            cn = k0
+        else:
+            cn = b.astype(np.int64)
+            cn *= mn
+            cn += k0
+        mnmax, cnmax = mmax << grow, cmax << grow
+    return _Tables(mn, cn, smax, mnmax, cnmax, mmax, bmax, cmax, c0max, m, s, b, zp)
 
 
 def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:
