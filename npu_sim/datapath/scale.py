@@ -323,7 +323,7 @@ def _per_channel(k: _Tables):
         c0 = (2 * k.zp + 1) << (k.s - 1)
         if k.b is None:
             return k.m, c0, c0, k.s, None
-        return k.m, k.b * k.m + c0, c0, k.s, np.int32(k.b)
+        return k.m, k.b * k.m + c0, c0, k.s, np.asarray(k.b).astype(np.int32)
     m, s = k.m.astype(np.int64), k.s.astype(np.int64)
     c0 = np.left_shift(np.int64(2 * k.zp + 1), s - 1)
     if k.b is None:
