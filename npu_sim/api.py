@@ -150,9 +150,28 @@ def config_for_program(program: Program, config: HardwareConfig | None) -> Hardw
     """The config a program was compiled for; a different one given explicitly is an error."""
     embedded = _embedded_config(program, "<program>")
     if config is not None and config.fingerprint() != embedded.fingerprint():
+        if config.name != embedded.name:
+            given = f"'{config.name}'"
+        else:       # the same preset with other figures (--set, an edited copy)
+            key, theirs, ours = _first_difference(embedded.to_dict(), config.to_dict())
+            given = f"one with {key} {_figure(ours)} (it has {_figure(theirs)})"
         raise ConfigError(f"the program was compiled for config '{embedded.name}', not "
-                          f"'{config.name}'; recompile it with npu-sim compile --config")
+                          f"{given}; recompile it with npu-sim compile --config")
     return embedded
+
+
+def _first_difference(a, b, path: str = ""):
+    """(dotted key, a's value, b's value) of the first figure in which two configs' to_dict()
+    data differ, in their keys' order."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if a.get(k) != b.get(k):
+                return _first_difference(a.get(k), b.get(k), f"{path}.{k}" if path else k)
+    return path, a, b
+
+
+def _figure(value) -> str:
+    return "(none)" if value is None else repr(value)[:60]
 
 
 def _check_seed(seed) -> None:

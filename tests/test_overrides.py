@@ -40,8 +40,14 @@ def test_run_and_compile_take_the_overrides(tmp_path, capsys):
     assert main(["compile", str(SMALL), "--set", "mac_array.dataflow=input_stationary",
                  "-o", str(prog)]) == 0
     assert api.load_program(prog).meta["config"] == "default"
-    # the program keeps the config it was compiled for: other overrides are refused
+    # the program keeps the config it was compiled for: other overrides are refused, the
+    # message naming the first figure that differs (both configs are called "default"; the
+    # dataflow differs too, after the rows)
+    capsys.readouterr()
     assert main(["run", str(prog), "--timing-only", "--set", "mac_array.rows=16"]) == 2
+    err = capsys.readouterr().err
+    assert "compiled for config 'default', not one with mac_array.rows 16 (it has 32);" in err
+    assert err.count("\n") == 1, err
 
 
 def test_dse_set_joins_the_fixed_overrides_and_refuses_an_axis():
