@@ -323,6 +323,16 @@ def ir_cycle():
                     [("ADD", ["x", "b"], ["a"]), ("ABS", ["a"], ["b"])], ["x"], ["b"])
 
 
+def ir_out_of_order():
+    return ir_graph([("x", (4,), "int32", None), ("a", (4,), "int32", None), ("b", (4,), "int32", None)],
+                    [("ABS", ["a"], ["b"]), ("CLZ", ["x"], ["a"])], ["x"], ["b"])
+
+
+def ir_variable_declares_a_plain_tensor():
+    return ir_graph([("x", (4,), "int8", None), ("y", (4,), "int8", None)],
+                    [("VARIABLE", ["x"], ["y"])], ["x"], ["y"])
+
+
 def ir_huge(dt="int32"):
     return ir_graph([("x", (1 << 29,), dt, None), ("y", (1 << 29,), dt, None)],
                     [("ABS", ["x"], ["y"])], ["x"], ["y"])
@@ -508,6 +518,9 @@ INVALID = [
     ("undeclared_tensor", ir_undeclared, {}, V, "ABS", "not a tensor of the graph"),
     ("tensor_never_produced", ir_unproduced, {}, V, "ADD", "operator input is not defined"),
     ("cycle", ir_cycle, {}, V, "", "acyclic"),
+    ("read_before_written", ir_out_of_order, {}, V, "ABS", "tensor read before it is written"),
+    ("variable_names_plain_tensor", ir_variable_declares_a_plain_tensor,
+     {"extensions": ("EXT-VARIABLE",)}, V, "VARIABLE", "operand is not a variable tensor"),
     ("tensor_size_level", ir_huge, {}, V, "ABS", "LEVEL 8K: tensor size in bytes < 2^MAX_LOG2_SIZE"),
     ("rank7_level", ir_rank7, {}, V, "ADD", "LEVEL 8K: rank(input1) <= MAX_RANK"),
     ("stride_level", lambda: max_pool(kernel=(1, 1), stride=(8193, 1), in_shape=(1, 1, 1, 1),

@@ -49,6 +49,12 @@ def identity(ctx: OpContext) -> None:
     _variable_access(ctx, list(ctx.op.inputs) + list(ctx.op.outputs))
 
 
+# Which operands of each name the variable itself: a declaration names nothing else, a read
+# reads it and a write writes it (the compiler gives a declaration no step to write others).
+_VARIABLE_OPERANDS = {"VARIABLE": ("inputs", "outputs"), "VARIABLE_READ": ("inputs",),
+                      "VARIABLE_WRITE": ("outputs",)}
+
+
 @check("VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE")
 def variable(ctx: OpContext) -> None:
     ctx.need_extension("EXT-VARIABLE", ctx.op.op)
@@ -57,6 +63,12 @@ def variable(ctx: OpContext) -> None:
             ctx.fail(f"names tensor '{name}', which the graph does not declare",
                      "operator operand is not a tensor of the graph", name)
         _variable_type(ctx, ctx.graph.tensors[name], ctx.op.op)
+    for side in _VARIABLE_OPERANDS[ctx.op.op]:
+        for name in getattr(ctx.op, side):
+            if not ctx.graph.tensors[name].variable:
+                ctx.fail(f"{side[:-1]} '{name}' is not a variable tensor; {ctx.op.op} "
+                         f"{'declares' if ctx.op.op == 'VARIABLE' else 'accesses'} a variable",
+                         "operand is not a variable tensor", name)
 
 
 # ---- control flow ---------------------------------------------------------------------------------

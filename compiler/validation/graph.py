@@ -147,3 +147,12 @@ def _check_dataflow(graph: Graph, producers: dict) -> None:
         stuck = next(graph.operators[i] for i, n in pending.items() if n > 0)
         _graph_fail("is part of a cycle: its inputs depend on its own outputs",
                     "graph is not acyclic", stuck.outputs[0] if stuck.outputs else "", stuck)
+    # A block lists its operators in an order they can run in (the reference model runs them
+    # so, and fails on a tensor read before it is written); the compiler relies on it too.
+    for i, op in enumerate(graph.operators):
+        for name in op.inputs:
+            if name in producers and index[id(producers[name])] > i:
+                _graph_fail(f"reads tensor '{name}', which a later operator of the block "
+                            f"({producers[name].describe()}) writes; operators must be listed "
+                            "in an order they can run in", "tensor read before it is written",
+                            name, op)
