@@ -106,14 +106,11 @@ def cmd_compile(args) -> int:
     cfg = _config(args.config, args.set)
     files.check_model_path(args.model)
     program = api.compile_model(args.model, cfg)
-    out = Path(args.output)
-    tmp = out.with_name(out.name + ".part")
-    try:
-        api.save_program(program, tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    print(f"npu-sim: wrote {out} ({len(program.commands)} commands, {len(program.layers)} layers)")
+    with files.Staged() as staged:
+        api.save_program(program, staged.path(args.output))
+        staged.commit()
+    print(f"npu-sim: wrote {args.output} ({len(program.commands)} commands, "
+          f"{len(program.layers)} layers)")
     return 0
 
 

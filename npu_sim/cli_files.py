@@ -30,7 +30,7 @@ def _header(f, where: str):
             shape, fortran, dtype = npy_format.read_array_header_2_0(f)
         else:
             raise ValueError(f"unknown .npy version {version}")
-    except (ValueError, OSError, SyntaxError, TypeError, EOFError) as exc:
+    except Exception as exc:     # numpy parses the header's text: assorted errors, tokenize's too
         raise InputError(f"{where}: cannot read as .npy ({' '.join(str(exc).split())[:120]})") from None
     return shape, dtype
 
@@ -71,6 +71,8 @@ def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
         if name not in known:
             raise InputError(f"--input {name}: the graph has no input of that name (inputs: "
                              f"{', '.join(sorted(known))})")
+        if name in inputs:
+            raise InputError(f"--input {name}: given twice")
         where = f"--input {name}"
         with _open(path, where) as f:
             shape, dtype = _header(f, f"{where}: {path}")
@@ -134,6 +136,11 @@ class Staged:
         final = Path(final)
         if final.is_dir():
             raise InputError(f"{final}: is a directory, expected a file to write")
+        if final.exists() and not final.is_file():      # moving a file there would replace it
+            raise InputError(f"{final}: is not a regular file (a FIFO or device?); outputs are "
+                             "written beside their destination and moved into place whole")
+        if any(final == done for _, done in self.items):
+            raise InputError(f"{final}: named for two outputs of one run")
         # Named by this process (tempfile's import was a fortieth of a cached run's start-up);
         # a name a killed run left behind is passed over.
         for n in itertools.count():

@@ -1,5 +1,6 @@
 """The command line as a user meets it: outputs, reports, programs and one-line errors."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,36 @@ def test_help_is_wrapped_as_argparse_wraps_it(monkeypatch, columns):
     if columns == "50":            # help texts wrap to the width (a long choice list cannot)
         assert all(len(line) <= 50 for line in run_ours.format_help().splitlines()
                    if line.startswith(" " * 24))
+
+
+def _unclosed_npy_header(tmp_path):
+    """An .npy whose header dict never closes: numpy's parser raises tokenize's error."""
+    header = b"{'descr': '|i1', 'fortran_order': False, 'shape': (1, 3,"
+    header += b" " * (63 - len(header) % 64) + b"\n"
+    p = tmp_path / "unclosed.npy"
+    p.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + bytes(3))
+    return p
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["compile", SMALL / "model.tosa", "-o", ""], "is a directory"),
+    (["run", SMALL / "model.tosa", "--timing-only", "--report", "FIFO"], "not a regular file"),
+    (["run", SMALL / "model.tosa", "--timing-only", "--report", "R", "--csv", "R"],
+     "named for two outputs"),
+    (["run", SMALL / "model.tosa", "--input", f"{IN_NAME}={SMALL / 'input-0.npy'}",
+      "--input", f"{IN_NAME}={SMALL / 'input-0.npy'}"], "given twice"),
+    (["run", SMALL / "model.tosa", "--input", f"{IN_NAME}=UNCLOSED"], "cannot read as .npy"),
+])
+def test_bad_output_and_input_paths_are_one_line_and_touch_nothing(tmp_path, capsys, args,
+                                                                     needle):
+    from npu_sim.cli import main
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    subst = {"FIFO": fifo, "R": tmp_path / "r.json", "UNCLOSED": _unclosed_npy_header(tmp_path)}
+    args = [str(subst.get(a, a)).replace("UNCLOSED", str(subst["UNCLOSED"])) for a in args]
+    assert main(args + (["--output-dir", str(tmp_path / "out")] if args[0] == "run" else [])) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err
+    assert fifo.is_fifo() and not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["fifo", "unclosed.npy"]), \
+        list(tmp_path.iterdir())
