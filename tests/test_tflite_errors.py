@@ -1,6 +1,6 @@
 """Bad .tflite models end in one line naming the problem and exit status 2: an unsupported
-builtin or custom operator (with its index), a dynamic shape, a float model on an integer-only
-config, a missing extra."""
+builtin or custom operator (with its index), a dynamic shape, quantization no kernel can use, a
+float model on an integer-only config, a missing extra."""
 import builtins
 
 import numpy as np
@@ -113,3 +113,23 @@ def test_a_model_with_nothing_to_compute_is_refused(capsys, tmp_path):
     m = Model()
     m.input((1, 8), 0.05, 0)
     _fails(capsys, _write(tmp_path, m), "no outputs", "nothing to compute")
+
+
+@pytest.mark.parametrize("scale,zp,words", [
+    (0.05, 300, ["tensor 0 'in0'", "zero point 300 is outside INT8's range"]),
+    (float("nan"), 0, ["tensor 0 'in0'", "scale nan is not a finite positive number"]),
+    (-0.5, 0, ["scale -0.5"]),
+    (0.0, 0, ["scale 0.0 is not a finite positive number"]),   # every int8 kernel divides by it
+])
+def test_quantization_a_kernel_cannot_use_is_refused(tmp_path, capsys, scale, zp, words):
+    m = Model()
+    x = m.input((1, 8), scale, zp)
+    m.op("RELU", [x], [m.output((1, 8), 0.05, 0)])
+    _fails(capsys, _write(tmp_path, m), *words)
+
+
+def test_an_operator_output_of_minus_one_is_refused(tmp_path, capsys):
+    """-1 marks an omitted optional input; as an output it would wrap to the last tensor."""
+    m = _relu_then("RELU")
+    m.ops[1].outputs = [-1]
+    _fails(capsys, _write(tmp_path, m), "operator #1 RELU names tensor -1")

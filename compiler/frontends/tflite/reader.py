@@ -4,6 +4,7 @@ Everything the lowering needs is checked here, so a corrupt or dynamic model fai
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -104,6 +105,7 @@ def _tensor(t, i: int, buffers, type_names) -> TflTensor:
         scales = tuple(float(s) for s in q.ScaleAsNumpy())
         zps = tuple(int(z) for z in q.ZeroPointAsNumpy()) if q.ZeroPointLength() else (0,) * len(scales)
         qdim = int(q.QuantizedDimension())
+        _check_quantization(i, name, dtype, scales, zps)
     data = None
     b = t.Buffer()
     if 0 < b < len(buffers) and buffers[b] is not None and buffers[b].DataLength():
@@ -117,6 +119,29 @@ def _tensor(t, i: int, buffers, type_names) -> TflTensor:
                              f"{count * np_dtype.itemsize} expected")
         data = raw.view(np_dtype).astype(np_dtype.newbyteorder("=")).reshape(shape)
     return TflTensor(i, name, shape, dtype, scales, zps, qdim, data)
+
+
+# Zero points a quantized tensor of each type can hold (TFLite's kernels take them as the type).
+_ZP_RANGE = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (-32768, 32767)}
+
+
+def _check_quantization(i: int, name: str, dtype: str, scales, zps) -> None:
+    """Scales finite and positive where activations are quantized (every kernel divides by
+    them); zero points the tensor's type can hold; one zero point per scale."""
+    if len(zps) != len(scales):
+        raise ModelError(f"tensor {i} '{name}': {len(scales)} quantization scales but "
+                         f"{len(zps)} zero points")
+    bad = next((s for s in scales if not (math.isfinite(s) and s >= 0)), None)
+    if bad is None and dtype in _ZP_RANGE:
+        bad = next((s for s in scales if s == 0), None)
+    if bad is not None:
+        raise ModelError(f"tensor {i} '{name}': quantization scale {bad} is not a finite "
+                         f"{'positive' if dtype in _ZP_RANGE else 'non-negative'} number")
+    lo, hi = _ZP_RANGE.get(dtype, (-(1 << 31), (1 << 31) - 1))
+    for zp in zps:
+        if not lo <= zp <= hi:
+            raise ModelError(f"tensor {i} '{name}': zero point {zp} is outside {dtype}'s "
+                             f"range [{lo}, {hi}]")
 
 
 def read_model(buf: bytes) -> TflModel:
@@ -149,8 +174,8 @@ def read_model(buf: bytes) -> TflModel:
                 raise ModelError(f"operator #{i} names operator code {idx}, which the model lacks")
             ins = [int(x) for x in o.InputsAsNumpy()] if o.InputsLength() else []
             outs = [int(x) for x in o.OutputsAsNumpy()] if o.OutputsLength() else []
-            for t in ins + outs:
-                if t >= len(tensors) or t < -1:
+            for t in ins + outs:        # -1 marks an omitted optional input, never an output
+                if t >= len(tensors) or t < (0 if t in outs else -1):
                     raise ModelError(f"operator #{i} {codes[idx]} names tensor {t}, which "
                                      "the subgraph lacks")
             operators.append(TflOperator(i, codes[idx], ins, outs, _options(o)))
