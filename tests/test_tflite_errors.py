@@ -117,9 +117,10 @@ def test_a_model_with_nothing_to_compute_is_refused(capsys, tmp_path):
 
 @pytest.mark.parametrize("scale,zp,words", [
     (0.05, 300, ["tensor 0 'in0'", "zero point 300 is outside INT8's range"]),
-    (float("nan"), 0, ["tensor 0 'in0'", "scale nan is not a finite positive number"]),
+    (float("nan"), 0, ["tensor 0 'in0'", "scale nan is not a normal positive fp32 number"]),
     (-0.5, 0, ["scale -0.5"]),
-    (0.0, 0, ["scale 0.0 is not a finite positive number"]),   # every int8 kernel divides by it
+    (0.0, 0, ["scale 0.0 is not a normal positive fp32 number"]),   # kernels divide by it
+    (1e-45, 0, ["scale 1e-45"]),                                    # 1 / it overflows
 ])
 def test_quantization_a_kernel_cannot_use_is_refused(tmp_path, capsys, scale, zp, words):
     m = Model()

@@ -126,17 +126,19 @@ _ZP_RANGE = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (-32768, 32767)}
 
 
 def _check_quantization(i: int, name: str, dtype: str, scales, zps) -> None:
-    """Scales finite and positive where activations are quantized (every kernel divides by
-    them); zero points the tensor's type can hold; one zero point per scale."""
+    """Scales finite and non-negative; where activations are quantized, normal fp32 numbers
+    (kernels divide by them: a zero or subnormal one has no finite reciprocal); zero points
+    the tensor's type can hold; one zero point per scale."""
     if len(zps) != len(scales):
         raise ModelError(f"tensor {i} '{name}': {len(scales)} quantization scales but "
                          f"{len(zps)} zero points")
-    bad = next((s for s in scales if not (math.isfinite(s) and s >= 0)), None)
-    if bad is None and dtype in _ZP_RANGE:
-        bad = next((s for s in scales if s == 0), None)
+    activation = dtype in _ZP_RANGE
+    least = float(np.finfo(np.float32).tiny) if activation else 0.0
+    bad = next((s for s in scales if not (math.isfinite(s) and s >= least)), None)
     if bad is not None:
-        raise ModelError(f"tensor {i} '{name}': quantization scale {bad} is not a finite "
-                         f"{'positive' if dtype in _ZP_RANGE else 'non-negative'} number")
+        kind = "a normal positive fp32" if activation else "a finite non-negative"
+        shown = str(np.float32(bad))                   # as the file holds it
+        raise ModelError(f"tensor {i} '{name}': quantization scale {shown} is not {kind} number")
     lo, hi = _ZP_RANGE.get(dtype, (-(1 << 31), (1 << 31) - 1))
     for zp in zps:
         if not lo <= zp <= hi:
