@@ -65,6 +65,7 @@ def cmd_run(args) -> int:
     if args.trace_coarse and not args.trace:
         raise InputError("--trace-coarse: give the trace file with --trace FILE.json")
     if args.preference:
+        _refuse_beside_preference(args)
         from .nnapi.cli import run_preference
         return run_preference(args, _config(args.config, args.set))
     program, cfg = _load_program_or_compile(args.model, args.config, args.set)
@@ -99,6 +100,23 @@ def cmd_run(args) -> int:
     for path in written:
         print(f"  output            {path}")
     return 0
+
+
+# What a run computes or writes; --preference only compares the three schedules' timing.
+_RUN_ONLY = (("input", "--input"), ("report", "--report"), ("csv", "--csv"),
+             ("timing_only", "--timing-only"), ("state", "--state"), ("trace", "--trace"),
+             ("timeline", "--timeline"), ("check_hazards", "--check-hazards"))
+
+
+def _refuse_beside_preference(args) -> None:
+    given = [flag for attr, flag in _RUN_ONLY if getattr(args, attr)]
+    if args.output_dir != "npu-sim-out":
+        given.append("--output-dir")
+    if args.seed:
+        given.append("--seed")
+    if given:
+        raise InputError(f"--preference compares the NNAPI device's schedules and writes "
+                         f"nothing; {', '.join(given)} would be ignored: run without --preference")
 
 
 def cmd_compile(args) -> int:

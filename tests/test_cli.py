@@ -157,3 +157,18 @@ def test_bad_output_and_input_paths_are_one_line_and_touch_nothing(tmp_path, cap
     assert fifo.is_fifo() and not (tmp_path / "out").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["fifo", "unclosed.npy"]), \
         list(tmp_path.iterdir())
+
+
+def test_preference_prints_the_three_schedules_and_refuses_what_it_would_ignore(tmp_path,
+                                                                                 capsys):
+    from npu_sim.cli import main
+    model = str(DATA / "tflite" / "tflite_micro_speech" / "model.tflite")
+    assert main(["run", model, "--config", "edge-256", "--preference", "LOW_POWER"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line[2:].startswith(("LOW_POWER", "FAST_SINGLE", "SUSTAINED"))]
+    assert len(rows) == 3 and rows[0].startswith("* LOW_POWER"), rows
+    assert main(["run", model, "--preference", "LOW_POWER", "--report", str(tmp_path / "r.json"),
+                 "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--report, --output-dir would be ignored" in err, err
+    assert not list(tmp_path.iterdir())
