@@ -127,6 +127,8 @@ def test_points_within_the_timeout_run_normally(tmp_path):
     ({"strategy": {"kind": "random", "budget": 4, "seed": 2**40}}, "strategy.seed"),
     ({"axes": {f"mac_array.rows,mac_array.cols": [[8, 8]] * 2, "sram.size": SIZES * 100,
                "vector_unit.lanes": list(range(1, 1001)), "dma.channels": [1, 2] * 10}}, "axes"),
+    # a fixed figure no design could take is the sweep's error, not every point's reason
+    ({"fixed": {"mac_array.rows": -4}}, "fixed: .*mac_array.rows: expected a positive integer"),
 ])
 def test_sweep_bounds(change, key):
     data = {"base": "edge-256", "networks": [NET], "axes": {"sram.size": SIZES}, **change}

@@ -195,6 +195,10 @@ def sweep_from_dict(data, source: str = "<dict>", root: Path | None = None) -> S
     fixed = c.mapping(top.get("fixed", {}), "fixed")
     for k in fixed:
         check_key(k, f"fixed.{k}")
+    try:                        # refused here, not as every point's reason
+        base.with_overrides(fixed)
+    except ConfigError as exc:
+        raise c.fail("fixed", str(exc)) from None
 
     objectives = {}
     for name, sense in c.mapping(top.get("objectives", DEFAULT_OBJECTIVES), "objectives").items():
