@@ -513,6 +513,8 @@ def cmd_conformance(args) -> int:
     tests = find_tests(args.paths)
     if not tests:
         raise InputError(f"no conformance tests (folders with desc.json) under {' '.join(args.paths)}")
+    if args.output_dir and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+        raise InputError(f"--output-dir {args.output_dir}: exists and is not a directory")
     t0 = time.perf_counter()
     show = sys.stderr.isatty() and not args.quiet
     bad = []

@@ -210,6 +210,9 @@ def test_cli(suite, tmp_path, capsys):
     cli_main(["conformance", str(folder / "nested" / t.name), "--json", str(report)])
     assert json.loads(report.read_text())[0]["message"] == "bit-exact"
     capsys.readouterr()
+    # an output folder that is a file is the command's error, not every test's
+    assert cli_main(["conformance", str(folder), "--output-dir", str(report)]) == 2
+    assert "--output-dir" in capsys.readouterr().err
 
 
 def test_json_form(suite, tmp_path):
