@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 
 from npu_sim.isa.errors import InputError
@@ -16,6 +17,10 @@ from npu_sim.isa.errors import InputError
 TEMPLATE = Path(__file__).with_name("viewer_template.html")
 # Slice args the compact form stores once elsewhere (arrays, layer table), not per slice.
 _DROP = {"start_cycle", "end_cycle", "layer", "layer_name", "ops", "cycles"}
+_MAX_CYCLE = 2 ** 53        # the page's numbers are doubles: past this, cycles lose precision
+_BIGGEST = 1.7976931348623157e308          # a JSON integer past it is no finite float
+_DEPTH = 32                 # args nested deeper than this: no trace npu-sim writes, and the
+#                             page's JSON.stringify or our own json.dumps could recurse out
 
 
 def load_trace(path) -> dict:
@@ -26,6 +31,9 @@ def load_trace(path) -> dict:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a JSON trace ({exc})") from None
+    except RecursionError:                             # the decoder recurses per nesting level
+        raise InputError(f"{path}: not a JSON trace (arrays or objects nested too deeply)") \
+            from None
     if isinstance(trace, list):                       # the bare-array form of the format
         trace = {"traceEvents": trace}
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
@@ -33,53 +41,178 @@ def load_trace(path) -> dict:
     return trace
 
 
-def compact(trace: dict) -> dict:
-    """The data the page needs, as arrays: cycles are exact when the trace carries them."""
+def _show(v) -> str:
+    """A bad field's value for the message: short, as the file spells it, never a deep repr."""
+    if isinstance(v, (list, dict)):
+        return "a list" if isinstance(v, list) else "an object"
+    if v is None or isinstance(v, bool) or isinstance(v, float) and not math.isfinite(v):
+        return json.dumps(v)                          # null, true, NaN, Infinity
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _plain(v, depth=0) -> bool:
+    """JSON the page can parse back: json.dumps writes NaN/Infinity, which JSON.parse refuses."""
+    if type(v) is float:
+        return math.isfinite(v)
+    if type(v) is list:
+        return depth < _DEPTH and all(_plain(x, depth + 1) for x in v)
+    if type(v) is dict:
+        return depth < _DEPTH and all(_plain(x, depth + 1) for x in v.values())
+    return True
+
+
+class _Fields:
+    """An event's (or otherData's) fields, each read with its type and range checked: a bad one
+    is an InputError naming the trace, the event and the field, where compact() would otherwise
+    die of a ValueError deep inside. A null counts as an absent field."""
+
+    def __init__(self, where: str, obj: dict, prefix: str = ""):
+        self.where, self.obj, self.prefix = where, obj, prefix
+
+    def fail(self, key, expected):
+        raise InputError(f"{self.where}: '{self.prefix}{key}' is {_show(self.obj.get(key))}, "
+                         f"expected {expected}")
+
+    def sub(self, key) -> "_Fields":
+        v = self.obj.get(key)
+        if v is not None and type(v) is not dict:
+            self.fail(key, "an object")
+        return _Fields(self.where, v or {}, f"{self.prefix}{key}.")
+
+    def number(self, key, default=None, lo=-_BIGGEST):
+        v = self.obj.get(key)
+        if v is None:
+            return default
+        if type(v) not in (int, float) or not lo <= v <= _BIGGEST:      # NaN fails too
+            self.fail(key, "a finite number" + (f" >= {lo}" if lo > -_BIGGEST else ""))
+        return float(v)             # an int past 2**1024 cannot meet a float later (overflow)
+
+    def integer(self, key, default=None, lo=0):
+        v = self.obj.get(key)
+        if v is None:
+            return default
+        if type(v) is float and v.is_integer():      # 3.0: JSON does not tell it from 3
+            v = int(v)
+        if type(v) is not int or not lo <= v <= _MAX_CYCLE:
+            self.fail(key, f"an integer in [{lo}, 2**53]")
+        return v
+
+    def text(self, key, default=""):
+        v = self.obj.get(key)
+        if v is None:
+            return default
+        if type(v) is not str:
+            self.fail(key, "a string")
+        return v
+
+    def ident(self, key):
+        v = self.obj.get(key)
+        if v is not None and type(v) not in (int, str):
+            self.fail(key, "an integer or a string")
+        return v
+
+    def cycles(self, key, us, clock) -> int:
+        """µs at the trace's clock (how the writer stores time) back to cycles."""
+        c = us * clock
+        if not c <= _MAX_CYCLE:
+            self.fail(key, f"a time under {_MAX_CYCLE / clock:.4g} us (2**53 cycles at "
+                           f"{clock:g} MHz)")
+        return int(round(c))
+
+    def plain(self, skip=()) -> dict:
+        """The fields the page gets as they are, but for `skip`: checked to be plain JSON."""
+        kept = {}
+        for k, v in self.obj.items():
+            if k in skip:
+                continue
+            if not _plain(v):
+                self.fail(k, f"plain JSON (finite numbers, nested at most {_DEPTH} deep)")
+            kept[k] = v
+        return kept
+
+    def slice_args(self) -> dict:
+        """A slice's args for its tooltip, with the few the page itself reads checked."""
+        kept = self.plain(_DROP)
+        self.ident("id")
+        deps = self.obj.get("deps")                   # the page draws arrows from them
+        if deps is not None and (type(deps) is not list
+                                 or any(type(d) not in (int, str) for d in deps)):
+            self.fail("deps", "a list of command ids")
+        tile = self.obj.get("tile")                   # the tooltip reads tile.n/of/at
+        if tile is not None and (type(tile) is not dict
+                                 or type(tile.get("at") or []) is not list):
+            self.fail("tile", "an object with 'at' a list")
+        return kept
+
+
+def compact(trace: dict, source: str = "trace") -> dict:
+    """The data the page needs, as arrays: cycles are exact when the trace carries them.
+    A malformed field raises InputError naming `source`, the event's index and the field."""
+    if trace.get("otherData") is not None and type(trace["otherData"]) is not dict:
+        raise InputError(f"{source}: 'otherData' is {_show(trace['otherData'])}, "
+                         "expected an object")
     other = trace.get("otherData") or {}
-    clock = float(other.get("clock_mhz") or 1000.0)
+    o = _Fields(f"{source}: otherData", other)
+    o.plain()                                 # the page gets otherData as meta
+    clock = o.number("clock_mhz", 0, lo=0) or 1000.0
+    # Read up front, whether or not a counter will want them: a bad one is bad in any trace.
+    macs_per_cycle = o.integer("macs_per_cycle", 0)      # >= 1 if given: util stays finite
+    end = o.integer("cycles", 0)
+    onchip = o.number("onchip_bytes", 0, lo=0)
+    peaks = {k: o.number(k, lo=0) for k in other if k.endswith("_peak_gbps")}
     threads, lanes, layers, series, names = {}, {}, {}, {}, {}
 
-    def cyc(us):
-        return int(round(float(us) * clock))
-
-    for ev in trace["traceEvents"]:
-        if not isinstance(ev, dict):
-            continue
-        ph, args = ev.get("ph"), ev.get("args") or {}
+    for i, ev in enumerate(trace["traceEvents"]):
+        if type(ev) is not dict:
+            raise InputError(f"{source}: event {i} is {_show(ev)}, expected an object")
+        f = _Fields(f"{source}: event {i}", ev)
+        ph, a = f.text("ph", None), f.sub("args")
+        args = a.obj
         if ph == "M" and ev.get("name") == "thread_name":
-            threads[ev.get("tid")] = str(args.get("name", ev.get("tid")))
+            tid = f.ident("tid")
+            threads[tid] = a.text("name", str(tid))
         elif ph == "X" and ev.get("cat") == "layer":          # the layer rows
-            li = int(args.get("layer", len(layers)))
+            li = a.integer("layer", len(layers))
             row = layers.setdefault(li, {"index": li})
-            row.update(name=str(ev.get("name", "")), ops=args.get("ops", ""),
-                       unit=args.get("unit", ""), start=args.get("start_cycle"),
-                       end=args.get("end_cycle"), macs=args.get("macs"),
-                       cycles=args.get("cycles"), util=args.get("mac_utilization"))
+            row.update(name=f.text("name"), ops=a.text("ops"), unit=a.text("unit"),
+                       start=a.integer("start_cycle"), end=a.integer("end_cycle"),
+                       macs=a.integer("macs"), cycles=a.integer("cycles"),
+                       util=a.number("mac_utilization", lo=0))
+            if row["start"] is not None and row["end"] is not None and row["end"] < row["start"]:
+                a.fail("end_cycle", f"at least 'start_cycle' ({row['start']})")
         elif ph == "X":
-            s = args.get("start_cycle", cyc(ev.get("ts", 0)))
-            e = args.get("end_cycle", cyc(ev.get("ts", 0) + ev.get("dur", 0)))
-            lane = lanes.setdefault(ev.get("tid"), [])
-            name = str(ev.get("name", "?"))
-            lane.append((int(s), int(e), names.setdefault(name, len(names)),
-                         int(args.get("layer", -1)),
-                         {k: v for k, v in args.items() if k not in _DROP}))
-            li = int(args.get("layer", -1))
+            ts, dur = f.number("ts", 0, lo=0), f.number("dur", 0, lo=0)
+            s, e = a.integer("start_cycle"), a.integer("end_cycle")
+            s = f.cycles("ts", ts, clock) if s is None else s
+            e = f.cycles("dur", ts + dur, clock) if e is None else e
+            if e < s:
+                raise InputError(f"{f.where}: ends at cycle {e}, before it starts at cycle {s}")
+            lane = lanes.setdefault(f.ident("tid"), [])
+            name = f.text("name", "?")
+            li = a.integer("layer", -1, lo=-1)
+            lane.append((s, e, names.setdefault(name, len(names)), li, a.slice_args()))
             if li >= 0 and li not in layers:          # in case the trace has no layer rows
-                layers[li] = {"index": li, "name": args.get("layer_name", f"layer {li}"),
-                              "ops": args.get("ops", ""), "unit": "", "start": None, "end": None}
+                layers[li] = {"index": li, "name": a.text("layer_name", f"layer {li}"),
+                              "ops": a.text("ops"), "unit": "", "start": None, "end": None}
             if li >= 0:
                 row = layers[li]
-                row.setdefault("_s", []).append(int(s))
-                row.setdefault("_e", []).append(int(e))
-                row["bytes"] = row.get("bytes", 0) + int(args.get("bytes", 0))
-                row["commands"] = row.get("commands", 0) + int(args.get("commands", 1))
-                row["_macs"] = row.get("_macs", 0) + int(args.get("macs", 0))
+                row.setdefault("_s", []).append(s)
+                row.setdefault("_e", []).append(e)
+                row["bytes"] = row.get("bytes", 0) + a.integer("bytes", 0)
+                row["commands"] = row.get("commands", 0) + a.integer("commands", 1)
+                row["_macs"] = row.get("_macs", 0) + a.integer("macs", 0)
         elif ph == "C":
-            for unit, v in args.items():
-                s = series.setdefault((ev.get("name", ""), unit), ([], []))
-                s[0].append(cyc(ev.get("ts", 0)))
-                s[1].append(float(v))
-    macs_per_cycle = float(other.get("macs_per_cycle") or 0)
+            t = f.cycles("ts", f.number("ts", 0, lo=0), clock)
+            name = f.text("name")
+            for unit in args:
+                v = a.number(unit)
+                if v is None:
+                    a.fail(unit, "a finite number")
+                s = series.setdefault((name, unit), ([], []))
+                s[0].append(t)
+                s[1].append(v)
+        f.ident("pid"), f.ident("tid")       # unread here (one process), but Perfetto reads them
     table = []
     for li in sorted(layers):
         row = layers[li]
@@ -107,13 +240,13 @@ def compact(trace: dict) -> dict:
     counters = []
     for (name, unit), (t, v) in series.items():
         order_t = sorted(range(len(t)), key=t.__getitem__)
-        peak = other.get(f"{name.split(' ')[0]}_peak_gbps") if unit == "GB/s" else None
-        if unit == "KiB" and other.get("onchip_bytes"):
-            peak = other["onchip_bytes"] / 1024
+        peak = peaks.get(f"{name.split(' ')[0]}_peak_gbps") if unit == "GB/s" else None
+        if unit == "KiB" and onchip:
+            peak = onchip / 1024
         counters.append({"name": name, "unit": unit, "peak": peak or (100 if unit == "%" else None),
                          "t": [t[i] for i in order_t], "v": [v[i] for i in order_t]})
     counters.sort(key=lambda c: (c["unit"] != "%", c["unit"] != "GB/s", c["name"]))
-    end = max([int(other.get("cycles") or 0)] + [max(l["e"]) for l in out_lanes if l["e"]])
+    end = max([end] + [max(l["e"]) for l in out_lanes if l["e"]])
     return {"meta": {**other, "clock_mhz": clock, "cycles": end}, "names": list(names),
             "lanes": out_lanes, "layers": table, "counters": counters}
 
@@ -121,8 +254,9 @@ def compact(trace: dict) -> dict:
 def render_html(data: dict) -> str:
     meta = data["meta"]
     title = f"npu-sim trace: {meta.get('model', '')} on {meta.get('config', '')}"
-    # "</" inside the JSON must not close the <script> element that holds it.
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    # "</" inside the JSON must not close the <script> element that holds it. No NaN: the
+    # page's JSON.parse would refuse it (compact() let none through).
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     return (TEMPLATE.read_text(encoding="utf-8")
             .replace("__NPU_TITLE__", html.escape(title))
             .replace("__NPU_TRACE_DATA__", payload))
@@ -130,15 +264,19 @@ def render_html(data: dict) -> str:
 
 def write_viewer(trace_path, out=None) -> Path:
     trace_path = Path(trace_path)
+    # The whole page is built before a byte is written: a bad trace leaves no file behind.
+    text = render_html(compact(load_trace(trace_path), str(trace_path)))
     out = Path(out) if out else trace_path.with_suffix(".html")
-    text = render_html(compact(load_trace(trace_path)))
+    if not out.name or out.is_dir():
+        raise InputError(f"-o {out}: not a file name (a directory)")
     tmp = out.with_name(out.name + ".part")
-    try:
+    try:                        # written whole, then renamed: never a half page at `out`
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(out)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise InputError(f"{out}: cannot write ({exc.strerror})") from None
+    finally:
+        tmp.unlink(missing_ok=True)     # after a failure or an interrupt; gone after a rename
     return out
 
 

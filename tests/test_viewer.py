@@ -1,5 +1,7 @@
 """`npu-sim view`: the self-contained HTML viewer, checked in a real headless browser."""
+import copy
 import json
+import math
 import os
 import re
 import shutil
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from npu_sim import api
+from npu_sim.isa.errors import InputError
 from npu_sim.trace import write_trace
 from npu_sim.viewer import compact, load_trace, render_html
 
@@ -93,6 +96,116 @@ def test_view_command_paths_and_errors(traced, tmp_path):
     for bad in (tmp_path / "bad.json", tmp_path / "absent.json"):
         r = _cli("view", bad)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("npu-sim:")
+
+
+# A trace in miniature, with every kind of event compact() reads: the fuzzed variants below
+# each break one field of it.
+SMALL = {
+    "otherData": {"model": "m", "config": "c", "clock_mhz": 1000.0, "cycles": 300,
+                  "macs_per_cycle": 16, "onchip_bytes": 4096, "dram_peak_gbps": 16.0},
+    "traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "mac"}},
+        {"ph": "X", "name": "conv", "cat": "layer", "pid": 1, "tid": 1, "ts": 0, "dur": 0.3,
+         "args": {"layer": 0, "ops": "conv2d", "unit": "mac", "start_cycle": 0,
+                  "end_cycle": 300, "macs": 100, "cycles": 300, "mac_utilization": 0.5}},
+        {"ph": "X", "name": "CONV2D", "cat": "mac", "pid": 1, "tid": 2, "ts": 0.1, "dur": 0.2,
+         "args": {"id": 0, "layer": 0, "bytes": 64, "macs": 100, "deps": [],
+                  "tile": {"n": 0, "of": 1, "at": [0, 0]}}},
+        {"ph": "C", "name": "dram bandwidth", "pid": 1, "ts": 0.1, "args": {"GB/s": 3.5}},
+    ]}
+
+
+def _with(where, value):
+    """SMALL with one field set: where is "otherData[.key]" or "EVENT[.args].key"."""
+    trace, *keys = copy.deepcopy(SMALL), *where.split(".")
+    obj = trace if keys[0] == "otherData" else trace["traceEvents"]
+    keys = keys if keys[0] == "otherData" else [int(keys[0])] + keys[1:]
+    for k in keys[:-1]:
+        obj = obj[k]
+    obj[keys[-1]] = value
+    return trace
+
+
+def test_small_trace_compacts():
+    data = compact(copy.deepcopy(SMALL))
+    assert data["lanes"] == [{"name": "mac", "s": [100], "e": [300], "n": [0], "l": [0],
+                              "a": [{"id": 0, "bytes": 64, "macs": 100, "deps": [],
+                                     "tile": {"n": 0, "of": 1, "at": [0, 0]}}]}]
+    assert data["layers"][0]["util"] == 0.5 and data["counters"][0]["peak"] == 16.0
+    assert json.loads(render_html(data).split('type="application/json">')[1]
+                      .split("</script>")[0])["meta"]["cycles"] == 300
+
+
+BAD_FIELDS = [   # where, value, the message's tail after "t.json: "
+    ("2.ts", "abc", "event 2: 'ts' is 'abc', expected a finite number >= 0"),
+    ("2.ts", math.nan, "event 2: 'ts' is NaN, expected a finite number"),
+    ("2.ts", 1e308, "event 2: 'ts' is 1e+308, expected a time under"),
+    ("2.ts", 10 ** 400, "event 2: 'ts' is 1000000000000000000000000000000000000...,"),
+    ("2.dur", -1, "event 2: 'dur' is -1, expected a finite number >= 0"),
+    ("2.dur", math.inf, "event 2: 'dur' is Infinity"),
+    ("2.ph", 5, "event 2: 'ph' is 5, expected a string"),
+    ("2.name", ["x"], "event 2: 'name' is a list, expected a string"),
+    ("2.tid", {}, "event 2: 'tid' is an object, expected an integer or a string"),
+    ("3.pid", [], "event 3: 'pid' is a list, expected an integer or a string"),
+    ("2.args", 5, "event 2: 'args' is 5, expected an object"),
+    ("2.args.layer", "x", "event 2: 'args.layer' is 'x', expected an integer"),
+    ("2.args.bytes", -3, "event 2: 'args.bytes' is -3, expected an integer in [0, 2**53]"),
+    ("2.args.start_cycle", 1.5, "event 2: 'args.start_cycle' is 1.5, expected an integer"),
+    ("2.args.end_cycle", 50, "event 2: ends at cycle 50, before it starts at cycle 100"),
+    ("2.args.deps", 5, "event 2: 'args.deps' is 5, expected a list of command ids"),
+    ("2.args.tile", "x", "event 2: 'args.tile' is 'x', expected an object"),
+    ("2.args.extra", math.nan, "event 2: 'args.extra' is NaN, expected plain JSON"),
+    ("2.args.extra", json.loads("[" * 40 + "]" * 40), "event 2: 'args.extra' is a list"),
+    ("1.args.mac_utilization", math.nan, "event 1: 'args.mac_utilization' is NaN"),
+    ("1.args.end_cycle", -1, "event 1: 'args.end_cycle' is -1, expected an integer"),
+    ("1.name", 7, "event 1: 'name' is 7, expected a string"),
+    ("0.args.name", 7, "event 0: 'args.name' is 7, expected a string"),
+    ("3.args.GB/s", "x", "event 3: 'args.GB/s' is 'x', expected a finite number"),
+    ("3.args.GB/s", None, "event 3: 'args.GB/s' is null, expected a finite number"),
+    ("3.ts", True, "event 3: 'ts' is true, expected a finite number"),
+    ("3", 5, "event 3 is 5, expected an object"),
+    ("otherData", 5, "'otherData' is 5, expected an object"),
+    ("otherData.clock_mhz", "fast", "otherData: 'clock_mhz' is 'fast', expected a finite"),
+    ("otherData.cycles", 1.5, "otherData: 'cycles' is 1.5, expected an integer"),
+    ("otherData.macs_per_cycle", 0.5, "otherData: 'macs_per_cycle' is 0.5, expected an int"),
+    ("otherData.model", math.inf, "otherData: 'model' is Infinity, expected plain JSON"),
+    ("otherData.dram_peak_gbps", "x", "otherData: 'dram_peak_gbps' is 'x', expected a fin"),
+    ("otherData.onchip_bytes", -1, "otherData: 'onchip_bytes' is -1, expected a finite"),
+]
+
+
+@pytest.mark.parametrize("where, value, message", BAD_FIELDS, ids=[b[0] for b in BAD_FIELDS])
+def test_a_bad_field_is_an_input_error_naming_event_and_field(where, value, message):
+    with pytest.raises(InputError) as err:
+        compact(_with(where, value), "t.json")
+    assert str(err.value).startswith(f"t.json: {message}"), str(err.value)
+
+
+@pytest.mark.parametrize("where, value", [("2.ts", "abc"), ("2.dur", math.nan),
+                                          ("2.ts", 1e308), ("3.args.GB/s", "x"),
+                                          ("otherData", 5), ("deep", None)])
+def test_view_of_a_bad_trace_is_one_line_exit_2_and_no_file(where, value, tmp_path, capsys):
+    from npu_sim import cli
+    trace, out = tmp_path / "t.json", tmp_path / "t.html"
+    # json.dumps writes NaN and Infinity as Python's json.load (and the fuzzer) read them
+    trace.write_text("[" * 100_000 + "]" * 100_000 if where == "deep"
+                     else json.dumps(_with(where, value)))
+    assert cli.main(["view", str(trace), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"npu-sim: input error: {trace}: ")
+    event, _, field = where.partition(".")
+    assert (": not a JSON trace (arrays or objects nested too deeply)" if where == "deep"
+            else ": 'otherData' is 5" if where == "otherData"
+            else f": event {event}: '{field}' is ") in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]     # no page, no .part
+
+
+def test_view_to_a_directory_is_refused(tmp_path, capsys):
+    from npu_sim import cli
+    (tmp_path / "t.json").write_text(json.dumps(SMALL))
+    assert cli.main(["view", str(tmp_path / "t.json"), "-o", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
 
 
 @pytest.fixture(scope="module")
