@@ -20,9 +20,9 @@ def load_model(path: str, case_name: str | None = None):
         from .cts import read_cases
         if not case_name:
             raise InputError(f"{path}: name the case with --case NAME")
-        for _, case in read_cases(path):
+        for n, case in read_cases(path):
             if case.get("name") == case_name:
-                return model_from_dict(case, path)
+                return model_from_dict(case, f"{path}:{n}")
         raise InputError(f"{path}: no case named {case_name!r}")
     if path.lower().endswith(".tflite"):
         try:
@@ -40,11 +40,14 @@ def load_model(path: str, case_name: str | None = None):
         raise InputError(f"{path}: expected a .tflite model, a .json NNAPI case or a "
                          ".jsonl[.gz] CTS file with --case")
     from npu_sim.compiler.frontends.nnapi.model import model_from_dict
+    from .cts import json_why
     try:
         with open(path, encoding="utf-8") as f:
             case = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{path}: not a JSON NNAPI case ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"{path}: not a JSON NNAPI case (not UTF-8: {exc.reason})") from None
+    except (ValueError, RecursionError) as exc:
+        raise ModelError(f"{path}: not a JSON NNAPI case ({json_why(exc, True)})") from None
     return model_from_dict(case, path)
 
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 from npu_sim.compiler.frontends.nnapi.model import OperandType as T
-from npu_sim.compiler.frontends.nnapi.model import model_from_dict
+from npu_sim.compiler.frontends.nnapi.model import CaseFormatError, model_from_dict, optional
 from npu_sim.isa.errors import InputError, ModelError
 
 from .device import Device
@@ -32,33 +33,61 @@ def read_cases(path: str):
                     continue
                 try:
                     case = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}:{n}: not a JSON case ({exc.msg})") from None
+                except (ValueError, RecursionError) as exc:
+                    raise InputError(f"{path}:{n}: not a JSON case ({json_why(exc)})") from None
                 if not isinstance(case, dict):
                     raise InputError(f"{path}:{n}: a case must be a JSON object")
                 yield n, case
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a text file of JSON cases (not UTF-8: "
+                         f"{exc.reason})") from None
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from None
 
 
+def json_why(exc: Exception, where: bool = False) -> str:
+    """Why json.loads refused a text, in a few words; `where`: with the position."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if isinstance(exc, json.JSONDecodeError):
+        return str(exc) if where else exc.msg
+    return str(exc).split(";")[0][:80]           # e.g. an integer of over 4300 digits
+
+
+def _quant8_atol(case: dict, what: str) -> float:
+    """criteria.quant8_atol (default 1), a finite number >= 0."""
+    criteria = optional(case, "criteria", "object", {}, what)
+    atol = float(optional(criteria, "quant8_atol", "float32", 1, f"{what} criteria"))
+    if atol < 0:
+        raise CaseFormatError(f"{what} criteria: field 'quant8_atol' is {atol:g}, expected >= 0")
+    return atol
+
+
 def _tolerance(case: dict, otype, relaxed16: bool) -> tuple[float, float]:
+    """(atol, rtol) of the harness for outputs of otype; run_case has checked the criteria."""
     if otype in (T.TENSOR_FLOAT32,):
         return (F16_TOL, F16_TOL) if relaxed16 else (1e-5, 5 * 2.0 ** -23)
     if otype == T.TENSOR_FLOAT16:
         return F16_TOL, F16_TOL
     if otype in (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_QUANT8_SYMM):
-        return float((case.get("criteria") or {}).get("quant8_atol", 1)), 0.0
+        return _quant8_atol(case, ""), 0.0
     if otype == T.TENSOR_BOOL8:
         return 0.0, 0.0
     return 1.0, 0.0
 
 
-def run_case(case: dict, path: str, device: Device) -> dict:
+def run_case(case: dict, path: str, device: Device, line: int | None = None) -> dict:
+    """One case's result; CaseFormatError (the case breaks the schema) is raised, not counted."""
     name = str(case.get("name", "?"))
     out = {"case": name, "file": path, "status": "", "message": "", "exact": False,
            "operations": [], "type": ""}
+    source = f"{path}:{line}" if line else path
+    _quant8_atol(case, f"{source} case '{name[:120]}'")
+    optional(case, "expectFailure", "bool", False, f"{source} case '{name[:120]}'")
     try:
-        model = model_from_dict(case, path)
+        model = model_from_dict(case, source)
+    except CaseFormatError:
+        raise
     except ModelError as exc:
         return {**out, "status": "expected-failure" if case.get("expectFailure") else "invalid",
                 "message": str(exc)}
@@ -113,9 +142,9 @@ _DEVICES: dict = {}
 
 
 def _work(args):
-    case, path, config = args
+    case, path, config, line = args
     device = _DEVICES.setdefault(config, Device(config))
-    return run_case(case, path, device)
+    return run_case(case, path, device, line)
 
 
 def run_files(paths: list[str], config: str | None, jobs: int = 1):
@@ -123,7 +152,7 @@ def run_files(paths: list[str], config: str | None, jobs: int = 1):
     for p in paths:
         if not os.path.isfile(p):
             raise InputError(f"{p}: no such file")
-    work = ((case, p, config) for p in paths for _, case in read_cases(p))
+    work = ((case, p, config, n) for p in paths for n, case in read_cases(p))
     if jobs <= 1:
         return [_work(w) for w in work]
     with ProcessPoolExecutor(jobs) as pool:

@@ -5,6 +5,8 @@ inputs and outputs are the main subgraph's, in order, named `input<i>` and `outp
 TENSOR_QUANT8_ASYMM one holds the caller's uint8 bytes in an int8 tensor."""
 from __future__ import annotations
 
+import numpy as np
+
 from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 
 from npu_sim.compiler.ir import Graph
@@ -14,9 +16,11 @@ from ..tflite.context import FLOATS, Lowering
 from . import layout_ops as lay
 from . import control, logical, norm_ops, ops
 from .ops import FLOAT_TENSORS
-from .model import (Model, Operand, OperandLifeTime, OperandType, Operation, OperationType,
-                    Subgraph, model_from_dict)
+from .model import (QUANT_TYPES, Model, Operand, OperandLifeTime, OperandType, Operation,
+                    OperationType, Subgraph, model_from_dict)
 from .translate import UINT8, Translator
+
+_F32_TINY = np.finfo(np.float32).tiny    # a smaller scale has no finite fp32 reciprocal
 
 __all__ = ["Model", "Operand", "Operation", "OperandType", "OperandLifeTime", "OperationType",
            "Subgraph", "model_from_dict", "lower_model", "single_operation", "OPERATIONS",
@@ -103,6 +107,10 @@ def _translate_one(t: Translator, sg: Subgraph):
                     o.lifetime != OperandLifeTime.NO_VALUE:       # an empty constant: omitted
                 t.unsupported(f"operand {k} has a zero-sized or unspecified dimension "
                               f"{list(o.dimensions)}")
+            scales = o.channel_scales or ((o.scale,) if o.type in QUANT_TYPES else ())
+            if any(abs(np.float32(s)) < _F32_TINY for s in scales):
+                t.unsupported(f"operand {k} has a subnormal quantization scale (the kernels "
+                              "divide by it)")
         lower(t)
     except (IndexError, KeyError, TypeError, ValueError, OverflowError) as exc:
         t.invalid(f"operands do not fit its signature ({type(exc).__name__}: {exc})")
@@ -152,9 +160,13 @@ def _lower(sg: Subgraph, t: Translator, source: str, region: bool = False) -> Gr
         try:
             floating = any(tfl.tensors[k].dtype in FLOATS for k in op.inputs[:1] + op.outputs)
             lower = (FLOAT_BUILTINS.get(op.op) if floating else None) or LOWERINGS[op.op]
-            lower(L)
+            with np.errstate(over="raise", divide="raise", invalid="raise"):
+                lower(L)
         except NpuSimError as exc:
             raise type(exc)(f"{label}: {exc}") from None
+        except FloatingPointError as exc:     # extreme (valid) scales: no numpy warnings leak
+            raise UnsupportedError(f"{label}: its quantization parameters overflow float "
+                                   f"arithmetic ({exc})") from None
         except (ValueError, IndexError, KeyError, TypeError, OverflowError,
                 ZeroDivisionError) as exc:
             raise ModelError(f"{label} is malformed ({type(exc).__name__}: {exc})") from None

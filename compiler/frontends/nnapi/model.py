@@ -2,15 +2,23 @@
 dimensions, scale, zeroPoint, channel quantization, lifetime and constant data; operations by
 OperationType with operand indexes; the main subgraph and the subgraphs IF/WHILE reference.
 `model_from_dict` reads the JSON form of the AOSP generated tests and checks its structure, so
-every later stage may index operands freely."""
+every later stage may index operands freely. A field of the wrong JSON type, or a number its
+types.spec field cannot hold (int32 zeroPoint, float32 scale, uint32 sizes and indexes), is a
+CaseFormatError: the case file is malformed, not merely an invalid model."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 import numpy as np
 
 from npu_sim.isa.errors import ModelError
+
+
+class CaseFormatError(ModelError):
+    """A case's JSON does not follow the schema (the CTS runner stops at it, rather than
+    counting the case as an invalid model)."""
 
 
 class OperandType(IntEnum):
@@ -105,7 +113,7 @@ class Operand:
 
     @property
     def count(self) -> int:
-        return int(np.prod(self.dimensions, dtype=np.int64)) if self.dimensions else 1
+        return math.prod(self.dimensions)
 
     def scalar(self):
         return self.data.reshape(-1)[0].item()
@@ -146,42 +154,76 @@ def _enum(cls, value, what: str):
         raise ModelError(f"{what}: unknown {cls.__name__} {str(value)[:40]!r}") from None
 
 
-def _field(d: dict, key: str, kind, what: str):
-    if not isinstance(d, dict) or key not in d:
-        raise ModelError(f"{what}: missing field '{key}'")
-    value = d[key]
-    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
-        raise ModelError(f"{what}: field '{key}' is {type(value).__name__}, "
-                         f"expected {getattr(kind, '__name__', 'a number')}")
+def finite_f32(x) -> bool:
+    """x rounds to a finite float32 (the C type of scale), without numpy overflow warnings."""
+    try:
+        with np.errstate(over="ignore"):
+            return bool(np.isfinite(np.float32(x)))
+    except (OverflowError, TypeError, ValueError):
+        return False
+
+
+# JSON kind -> (accepted Python types, what the message says is expected, value check)
+_KINDS = {
+    "int32": (int, "an int32 integer", lambda v: -2 ** 31 <= v < 2 ** 31),
+    "uint32": (int, "a uint32 integer", lambda v: 0 <= v < 2 ** 32),
+    "float32": ((int, float), "a finite float32 number", finite_f32),
+    "bool": (bool, "true or false", None), "list": (list, "a list", None),
+    "object": (dict, "an object", None), "enum": ((str, int), "a name or a code", None)}
+
+
+def check_value(value, kind: str, key: str, what: str):
+    """The one check of a JSON field's value against its kind in _KINDS (bools are not numbers);
+    CaseFormatError '<what>: field '<key>' is <value or type>, expected <kind>'."""
+    types, expected, ok = _KINDS[kind]
+    if (isinstance(value, bool) and kind != "bool") or not isinstance(value, types) or \
+            (ok is not None and not ok(value)):
+        shown = f"{value:.6g}" if isinstance(value, float) else \
+            str(value) if isinstance(value, int) and not isinstance(value, bool) else \
+            type(value).__name__
+        raise CaseFormatError(f"{what}: field '{key}' is {shown[:40]}, expected {expected}")
     return value
 
 
+def optional(d: dict, key: str, kind: str, default, what: str):
+    """Field `key` of d, checked by check_value; absent or null: `default`."""
+    value = d.get(key)
+    return default if value is None else check_value(value, kind, key, what)
+
+
+def _field(d: dict, key: str, kind: str, what: str):
+    if not isinstance(d, dict):
+        raise CaseFormatError(f"{what}: is {type(d).__name__}, expected an object")
+    if key not in d:
+        raise CaseFormatError(f"{what}: missing field '{key}'")
+    return check_value(d[key], kind, key, what)
+
+
 def _int_list(d: dict, key: str, what: str) -> list[int]:
-    values = _field(d, key, list, what)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise ModelError(f"{what}: '{key}' must hold integers")
+    values = _field(d, key, "list", what)
+    for i, v in enumerate(values):
+        check_value(v, "uint32", f"{key}[{i}]", what)
     return values
 
 
 def _operand(d: dict, what: str) -> Operand:
-    otype = _enum(OperandType, _field(d, "type", (str, int), what), what)
+    otype = _enum(OperandType, _field(d, "type", "enum", what), what)
     dims = tuple(_int_list(d, "dimensions", what))
-    if any(x < 0 for x in dims) or len(dims) > 6:
-        raise ModelError(f"{what}: dimensions {list(dims)} must be at most 6 non-negative sizes")
+    if len(dims) > 6:
+        raise ModelError(f"{what}: dimensions {list(dims)} must be at most 6 sizes")
     if otype not in TENSOR_TYPES and otype != OperandType.SUBGRAPH and dims:
         raise ModelError(f"{what}: a {otype.name} scalar has dimensions {list(dims)}")
-    life = _enum(OperandLifeTime, _field(d, "lifetime", (str, int), what), what)
-    scale = float(d.get("scale", 0.0) or 0.0)
-    zp = int(d.get("zeroPoint", 0) or 0)
-    cq = d.get("channelQuant") or {}
-    if not isinstance(cq, dict):
-        raise ModelError(f"{what}: channelQuant must be an object")
-    scales = tuple(float(s) for s in cq.get("scales", ()))
-    op = Operand(otype, dims, scale, zp, life, scales, int(cq.get("channelDim", 0)),
+    life = _enum(OperandLifeTime, _field(d, "lifetime", "enum", what), what)
+    optional(d, "isIgnored", "bool", False, what)
+    cq = optional(d, "channelQuant", "object", {}, what)
+    scales = optional(cq, "scales", "list", [], f"{what} channelQuant")
+    for i, s in enumerate(scales):
+        check_value(s, "float32", f"scales[{i}]", f"{what} channelQuant")
+    op = Operand(otype, dims, float(optional(d, "scale", "float32", 0.0, what)),
+                 optional(d, "zeroPoint", "int32", 0, what), life, tuple(map(float, scales)),
+                 optional(cq, "channelDim", "uint32", 0, f"{what} channelQuant"),
                  name=str(d.get("name", ""))[:80])
-    data = d.get("data", [])
-    if not isinstance(data, list):
-        raise ModelError(f"{what}: 'data' must be a list")
+    data = optional(d, "data", "list", [], what)
     if op.is_constant or life == OperandLifeTime.SUBGRAPH:
         op.data = _array(data, op, what)
     elif data and life in (OperandLifeTime.SUBGRAPH_INPUT, OperandLifeTime.SUBGRAPH_OUTPUT):
@@ -197,31 +239,39 @@ def _array(data: list, op: Operand, what: str) -> np.ndarray:
     dtype = np.dtype(NUMPY[op.type])
     try:
         if dtype.kind == "f":
-            arr = np.array(data, np.float64).astype(np.float32).astype(dtype)
+            if not all(isinstance(v, (int, float)) for v in data):
+                raise ValueError("not numbers")
+            wide = np.array(data, np.float64)
+            with np.errstate(over="ignore"):
+                arr = wide.astype(np.float32).astype(dtype)
+            if (np.isinf(arr) & np.isfinite(wide)).any():
+                raise CaseFormatError(f"{what}: 'data' holds values outside "
+                                      f"{op.type.name}'s range")
         elif dtype.kind == "b":
             if not all(isinstance(v, bool) or v in (0, 1) for v in data):
-                raise ModelError(f"{what}: boolean data must be true/false")
+                raise CaseFormatError(f"{what}: boolean data must be true/false")
             arr = np.array(data, np.bool_)
         else:
-            wide = np.array(data, np.int64) if data else np.zeros(0, np.int64)
-            if wide.dtype.kind != "i":
+            if not all(isinstance(v, int) for v in data):
                 raise ValueError("not integers")
+            wide = np.array(data, np.int64) if data else np.zeros(0, np.int64)
             info = np.iinfo(dtype)
             if wide.size and (wide.min() < info.min or wide.max() > info.max):
-                raise ModelError(f"{what}: values outside {op.type.name}'s range")
+                raise CaseFormatError(f"{what}: 'data' holds values outside "
+                                      f"{op.type.name}'s range")
             arr = wide.astype(dtype)
     except (ValueError, TypeError, OverflowError):
-        raise ModelError(f"{what}: 'data' is not a list of {op.type.name} values") from None
+        raise CaseFormatError(f"{what}: 'data' is not a list of {op.type.name} values") from None
     return arr.reshape(op.dimensions if op.type != OperandType.SUBGRAPH else (1,))
 
 
 def _subgraph(d: dict, what: str) -> Subgraph:
     operands = [_operand(o, f"{what} operand {i}")
-                for i, o in enumerate(_field(d, "operands", list, what))]
+                for i, o in enumerate(_field(d, "operands", "list", what))]
     ops = []
-    for i, o in enumerate(_field(d, "operations", list, what)):
+    for i, o in enumerate(_field(d, "operations", "list", what)):
         w = f"{what} operation {i}"
-        code = _field(o, "type", (str, int), w)
+        code = _field(o, "type", "enum", w)
         ops.append(Operation(_enum(OperationType, code, w), _int_list(o, "inputs", w),
                              _int_list(o, "outputs", w)))
     sg = Subgraph(operands, ops, _int_list(d, "inputIndexes", what),
@@ -238,17 +288,24 @@ def check_subgraph(sg: Subgraph, what: str, n_referenced: int):
             if not 0 <= k < n:
                 raise ModelError(f"{what}: {role} names operand {k}; there are {n}")
     for k, o in enumerate(sg.operands):
+        if (o.type == OperandType.SUBGRAPH) != (o.lifetime == OperandLifeTime.SUBGRAPH):
+            raise ModelError(f"{what} operand {k}: an operand of type {o.type.name} cannot have "
+                             f"lifetime {o.lifetime.name}: types.spec gives lifetime SUBGRAPH "
+                             "to exactly the operands of type SUBGRAPH")
+        if not (finite_f32(o.scale) and o.scale >= 0):
+            raise ModelError(f"{what} operand {k}: scale {o.scale:g} must be a finite float32 "
+                             ">= 0")
         if o.type in _ZP_RANGE:
             lo, hi = _ZP_RANGE[o.type]
             if not lo <= o.zero_point <= hi:
                 raise ModelError(f"{what} operand {k}: zeroPoint {o.zero_point} outside "
                                  f"[{lo}, {hi}] for {o.type.name}")
-        if o.type in QUANT_TYPES and not o.scale > 0:
+        if o.type in QUANT_TYPES and not np.float32(o.scale) > 0:
             raise ModelError(f"{what} operand {k}: {o.type.name} needs a scale > 0")
         if o.type == OperandType.TENSOR_QUANT8_SYMM_PER_CHANNEL:
             if not 0 <= o.channel_dim < len(o.dimensions) or \
                     len(o.channel_scales) != o.dimensions[o.channel_dim] or \
-                    not all(s > 0 for s in o.channel_scales):
+                    not all(finite_f32(s) and np.float32(s) > 0 for s in o.channel_scales):
                 raise ModelError(f"{what} operand {k}: per-channel quantization needs one scale "
                                  f"> 0 per entry of dimension channelDim {o.channel_dim}")
         if o.lifetime == OperandLifeTime.SUBGRAPH and not 0 <= int(o.data[0]) < n_referenced:
@@ -289,12 +346,13 @@ def check_subgraph(sg: Subgraph, what: str, n_referenced: int):
 def model_from_dict(case: dict, source: str = "<case>") -> Model:
     """An NNAPI model from one JSON case (schema of the AOSP generated tests' export)."""
     if not isinstance(case, dict):
-        raise ModelError(f"{source}: a case must be a JSON object")
+        raise CaseFormatError(f"{source}: a case must be a JSON object")
     name = str(case.get("name") or "model")[:120]
     what = f"{source} case '{name}'"
-    main = _subgraph(_field(case, "main", dict, what), f"{what} main")
+    main = _subgraph(_field(case, "main", "object", what), f"{what} main")
     refs = [_subgraph(r, f"{what} subgraph {i}")
-            for i, r in enumerate(case.get("referenced") or [])]
+            for i, r in enumerate(optional(case, "referenced", "list", [], what))]
+    relaxed = optional(case, "isRelaxed", "bool", False, what)
     for sg, w in [(main, f"{what} main")] + [(r, f"{what} subgraph {i}") for i, r in enumerate(refs)]:
         check_subgraph(sg, w, len(refs))
-    return Model(main, refs, bool(case.get("isRelaxed", False)), name)
+    return Model(main, refs, relaxed, name)
