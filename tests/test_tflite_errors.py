@@ -134,3 +134,11 @@ def test_an_operator_output_of_minus_one_is_refused(tmp_path, capsys):
     m = _relu_then("RELU")
     m.ops[1].outputs = [-1]
     _fails(capsys, _write(tmp_path, m), "operator #1 RELU names tensor -1")
+
+
+def test_scales_whose_ratio_overflows_fp32_are_unsupported_not_warnings(tmp_path, capsys):
+    """Each scale is a normal fp32 number, but a kernel's input/output ratio overflows."""
+    m = Model()
+    x = m.input((1, 8), 3e38, 0)
+    m.op("RELU", [x], [m.output((1, 8), 1e-3, 0)])
+    _fails(capsys, _write(tmp_path, m), "operator #0 RELU", "overflow float arithmetic")
