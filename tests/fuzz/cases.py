@@ -1,4 +1,5 @@
-"""Seeded mutation cases for the fuzz suite: .tosa, .npub, YAML configs, sweep files, CLI args.
+"""Seeded mutation cases for the fuzz suite: .tosa, .tflite, .npub, YAML configs, sweep files,
+CLI args, NNAPI JSON cases and traces for the viewer.
 
 Every case is a pure function of (seed, target, index), so a failure is reproduced by its name
 alone (`python tests/fuzz/run.py --only npub#123`).
@@ -19,7 +20,8 @@ from harness import Case
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = REPO / "tests" / "data" / "small_cnn"
-TARGETS = ("tosa", "tflite", "npub", "config", "sweep", "cli")
+TARGETS = ("tosa", "tflite", "npub", "config", "sweep", "cli", "nnapi", "trace")
+NNAPI_CASES = REPO / "tests" / "data" / "nnapi-cts" / "sample.jsonl"
 TFLITE = REPO / "tests" / "data" / "tflite"
 
 EXTREMES = ["0", "-1", "1e300", "1e-300", "-1e300", ".nan", ".inf", "-.inf", "1e30", "10" * 40,
@@ -36,7 +38,8 @@ def artifacts() -> dict:
     ds8 = zoo.build("ds_cnn", channels=8)[0]
     out = {"small": small, "ds8": ds8, "small_input": (SMALL / "input-0.npy").read_bytes(),
            "tflite": [p.read_bytes() for p in sorted(TFLITE.glob("*/model.tflite"))],
-           "config": (REPO / "configs" / "default.yaml").read_text(), "programs": {}}
+           "config": (REPO / "configs" / "default.yaml").read_text(), "programs": {},
+           "nnapi": NNAPI_CASES.read_text().splitlines()[:12]}
     for name, data, cfg_name in (("small", small, "edge-256"), ("ds8", ds8, "default")):
         cfg = api.load_config(cfg_name)
         path = Path(f"/tmp/npu-fuzz-{name}-{hashlib.sha256(data).hexdigest()[:8]}.tosa")
@@ -45,6 +48,12 @@ def artifacts() -> dict:
         result = api.simulate(program, cfg, seed=0, check_hazards=False)
         out["programs"][name] = {"bytes": encode(program), "inputs": [(b.name, b.view) for b in program.inputs],
                                  "outputs": [b.name for b in program.outputs], "digest": _digest(result.outputs)}
+        if name == "small":
+            from npu_sim.trace import write_trace
+            trace = path.with_suffix(".json")
+            write_trace(trace, program, cfg, result.sim, result.report)
+            out["trace"] = trace.read_text()
+            trace.unlink()
         path.unlink()
     return out
 
@@ -399,7 +408,84 @@ def cli_case(rng: random.Random, index: int) -> Case:
     return Case("cli", index, argv, files, check, note=" ".join(argv)[:120])
 
 
-MAKERS = {"tosa": tosa_case, "tflite": tflite_case, "npub": npub_case, "config": config_case, "sweep": sweep_case, "cli": cli_case}
+# What a JSON field is set to: wrong types, non-finite and out-of-range numbers, deep nesting.
+JSON_EXTREMES = [None, "x", "", [], {}, [None], True, -1, 0, 3.5, 2 ** 31, 2 ** 63, -2 ** 63,
+                 10 ** 400, 1e308, -1e308, 1e-45, float("nan"), float("inf"), [[[[[[1]]]]]]]
+
+
+def _json_paths(value, path=()):
+    """Every (path, value) in a JSON document, containers included."""
+    yield path, value
+    items = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        yield from _json_paths(v, path + (k,))
+
+
+def mutate_json(rng: random.Random, doc) -> tuple[object, str]:
+    """One field of `doc` replaced by an extreme, deleted, or its list grown or emptied."""
+    import copy
+    doc = copy.deepcopy(doc)
+    paths = [p for p, _ in _json_paths(doc) if p]
+    path = rng.choice(paths)
+    parent = doc
+    for k in path[:-1]:
+        parent = parent[k]
+    key, kind = path[-1], rng.choice(["value", "value", "value", "delete", "grow"])
+    if kind == "delete":
+        del parent[key]
+    elif kind == "grow" and isinstance(parent[key], list):
+        parent[key] = parent[key] * rng.choice([0, 3, 1000])
+    else:
+        parent[key] = rng.choice(JSON_EXTREMES)
+    return doc, f"{kind} {'.'.join(map(str, path))[:80]}"
+
+
+def _dumps(doc) -> bytes:
+    import json
+    try:
+        return json.dumps(doc).encode()
+    except (ValueError, RecursionError):            # 10**400 and friends
+        return json.dumps(doc, default=str).encode()
+
+
+def nnapi_case(rng: random.Random, index: int) -> Case:
+    import json
+    line = rng.choice(artifacts()["nnapi"])
+    if rng.random() < 0.15:
+        data, note = mutate_bytes(rng, line.encode())
+    else:
+        doc, note = mutate_json(rng, json.loads(line))
+        data = _dumps(doc)
+    argv = rng.choice([["supported-ops", "c.json"], ["supported-ops", "c.jsonl", "--case", "x"],
+                       ["run", "c.json", "--preference", "FAST_SINGLE_ANSWER"]])
+    if "--case" in argv:                        # the case's own name, unless mutated away
+        argv[-1] = str(json.loads(line).get("name"))
+    return Case("nnapi", index, argv, {"c.json": data, "c.jsonl": data + b"\n"}, "none", note=note)
+
+
+def trace_case(rng: random.Random, index: int) -> Case:
+    import json
+    text = artifacts()["trace"]
+    if rng.random() < 0.2:
+        data, note = mutate_bytes(rng, text.encode())
+    else:
+        trace = json.loads(text)
+        events = trace["traceEvents"]
+        if rng.random() < 0.3:
+            doc, note = mutate_json(rng, {"otherData": trace.get("otherData", {})})
+            trace["otherData"] = doc.get("otherData")
+        else:
+            i = rng.randrange(len(events))
+            doc, note = mutate_json(rng, {"e": events[i]})
+            events[i] = doc.get("e")
+        data = _dumps(trace)
+    return Case("trace", index, ["view", "t.json", "-o", "v.html"], {"t.json": data}, "none",
+                note=note)
+
+
+MAKERS = {"tosa": tosa_case, "tflite": tflite_case, "npub": npub_case, "config": config_case,
+          "sweep": sweep_case, "cli": cli_case, "nnapi": nnapi_case, "trace": trace_case}
 
 
 def make_case(seed: int, target: str, index: int) -> Case:

@@ -38,7 +38,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 @dataclass
 class Case:
-    target: str                       # tosa | npub | config | sweep | cli
+    target: str                       # one of cases.TARGETS
     index: int
     argv: list[str]
     # relative path -> bytes, or a special: ("dir",), ("fifo",), ("symlink", target), ("sparse", size)

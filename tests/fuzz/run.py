@@ -1,7 +1,7 @@
 """The fuzz suite from the command line: python tests/fuzz/run.py [--cases N] [-j J] [--seed S].
 
-Runs N seeded mutation cases (spread evenly over .tosa, .tflite, .npub, configs, sweep files and CLI
-arguments) through npu-sim's main(), each judged by tests/fuzz/harness.py, and prints the totals
+Runs N seeded mutation cases (spread evenly over .tosa, .tflite, .npub, configs, sweep files, CLI
+arguments, NNAPI JSON cases and traces for the viewer) through npu-sim's main(), each judged by tests/fuzz/harness.py, and prints the totals
 (README "Robustness"). `--only npub#123` reruns one case; `--json F` writes every result.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CI's fixed fuzz sample: 600 seeded cases (100 per target), each refused in one line or
+"""The CI's fixed fuzz sample: 800 seeded cases (100 per target), each refused in one line or
 run correctly, none over its time or memory cap, none leaving partial outputs. The full run
 is `python tests/fuzz/run.py` (12,000 cases; README "Robustness")."""
 import sys
@@ -19,7 +19,7 @@ PER_TARGET = 100
 
 def test_fuzz_sample_is_clean():
     cases = make_cases(CI_SEED, dict.fromkeys(TARGETS, PER_TARGET))
-    assert len(cases) >= 600
+    assert len(cases) == PER_TARGET * len(TARGETS)
     results = run(cases, jobs=1)
     totals = summary(results)
     print(totals)
