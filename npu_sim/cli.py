@@ -64,6 +64,9 @@ def cmd_run(args) -> int:
     from . import api
     if args.trace_coarse and not args.trace:
         raise InputError("--trace-coarse: give the trace file with --trace FILE.json")
+    for flag in ("output_dir", "report", "csv", "trace", "state"):
+        if getattr(args, flag) == "":
+            raise InputError(f"--{flag.replace('_', '-')}: an empty path")
     if args.preference:
         _refuse_beside_preference(args)
         from .nnapi.cli import run_preference
@@ -78,12 +81,13 @@ def cmd_run(args) -> int:
     result = api.simulate(program, cfg, inputs, timing_only=args.timing_only, seed=args.seed,
                           state=state, check_hazards=args.check_hazards or None)
     report = result.report
-    with files.Staged() as staged:        # every file or none
-        if args.report:
+    reads = [args.model, *(pair.partition("=")[2] for pair in args.input or [])]
+    with files.Staged(reads) as staged:   # every file or none
+        if args.report is not None:
             staged.text(args.report, report.to_json())
-        if args.csv:
+        if args.csv is not None:
             staged.text(args.csv, report.layers_csv())
-        if args.trace:
+        if args.trace is not None:
             from .trace import write_trace
             trace_size = write_trace(staged.path(args.trace), program, cfg, result.sim, report,
                                      args.trace_coarse)
@@ -124,7 +128,7 @@ def cmd_compile(args) -> int:
     cfg = _config(args.config, args.set)
     files.check_model_path(args.model)
     program = api.compile_model(args.model, cfg)
-    with files.Staged() as staged:
+    with files.Staged([args.model]) as staged:
         api.save_program(program, staged.path(args.output))
         staged.commit()
     print(f"npu-sim: wrote {args.output} ({len(program.commands)} commands, "

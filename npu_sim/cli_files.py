@@ -121,8 +121,10 @@ class Staged:
     """Files written beside their destinations and moved into place together by commit(), so
     a run that fails at any point leaves none of them, and no staged .part file either."""
 
-    def __init__(self):
+    def __init__(self, reads=()):
         self.items: list[tuple[Path, Path]] = []
+        # what the command reads: an output there would replace its own input
+        self.reads = {os.path.realpath(p) for p in reads if p}
 
     def __enter__(self):
         return self
@@ -139,8 +141,12 @@ class Staged:
         if final.exists() and not final.is_file():      # moving a file there would replace it
             raise InputError(f"{final}: is not a regular file (a FIFO or device?); outputs are "
                              "written beside their destination and moved into place whole")
-        if any(final == done for _, done in self.items):
+        real = os.path.realpath(final)
+        if any(real == os.path.realpath(done) for _, done in self.items):
             raise InputError(f"{final}: named for two outputs of one run")
+        if real in self.reads:
+            raise InputError(f"{final}: is an input of this command; an output there would "
+                             "replace it")
         # Named by this process (tempfile's import was a fortieth of a cached run's start-up);
         # a name a killed run left behind is passed over.
         for n in itertools.count():

@@ -532,7 +532,10 @@ def cmd_conformance(args) -> int:
     if show:
         print(file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps([r.to_json() for r in results], indent=1) + "\n")
+        from .cli_files import Staged
+        with Staged() as staged:
+            staged.text(args.json, json.dumps([r.to_json() for r in results], indent=1) + "\n")
+            staged.commit()
     sys.stdout.write(summary_table(results))
     print(f"{len(results)} tests in {time.perf_counter() - t0:.1f} s"
           + (f"; outputs in {args.output_dir}" if args.output_dir else ""))

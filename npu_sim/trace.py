@@ -43,7 +43,7 @@ def engine_order(engines) -> list[str]:
     rank = {"mac": 1, "vector": 2, "host": 3}
 
     def key(e):
-        if e.startswith("dma") and e[3:].isdigit():
+        if e.startswith("dma") and e[3:].isascii() and e[3:].isdigit():    # not 'dma²'
             return 0, int(e[3:]), e
         return rank.get(e, 4), 0, e
     return sorted(engines, key=key)

@@ -267,16 +267,11 @@ def write_viewer(trace_path, out=None) -> Path:
     # The whole page is built before a byte is written: a bad trace leaves no file behind.
     text = render_html(compact(load_trace(trace_path), str(trace_path)))
     out = Path(out) if out else trace_path.with_suffix(".html")
-    if not out.name or out.is_dir():
-        raise InputError(f"-o {out}: not a file name (a directory)")
-    tmp = out.with_name(out.name + ".part")
-    try:                        # written whole, then renamed: never a half page at `out`
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write ({exc.strerror})") from None
-    finally:
-        tmp.unlink(missing_ok=True)     # after a failure or an interrupt; gone after a rename
+    from .cli_files import Staged
+    with Staged([trace_path]) as staged:    # written whole, then moved: never a half page
+        # a lone surrogate (valid JSON escape, no UTF-8 form) is written as '?'
+        staged.path(out).write_text(text, encoding="utf-8", errors="replace")
+        staged.commit()
     return out
 
 

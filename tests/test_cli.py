@@ -143,20 +143,29 @@ def _unclosed_npy_header(tmp_path):
     (["run", SMALL / "model.tosa", "--input", f"{IN_NAME}={SMALL / 'input-0.npy'}",
       "--input", f"{IN_NAME}={SMALL / 'input-0.npy'}"], "given twice"),
     (["run", SMALL / "model.tosa", "--input", f"{IN_NAME}=UNCLOSED"], "cannot read as .npy"),
+    (["run", SMALL / "model.tosa", "--timing-only", "--report", "R", "--csv", "SUB/../r.json"],
+     "named for two outputs"),                          # one file, spelled two ways
+    (["run", SMALL / "model.tosa", "--timing-only", "--report", SMALL / "model.tosa"],
+     "is an input of this command"),
+    (["compile", SMALL / "model.tosa", "-o", SMALL / "model.tosa"], "is an input of this command"),
+    (["run", SMALL / "model.tosa", "--timing-only", "--report", ""], "--report: an empty path"),
 ])
 def test_bad_output_and_input_paths_are_one_line_and_touch_nothing(tmp_path, capsys, args,
                                                                      needle):
     from npu_sim.cli import main
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    subst = {"FIFO": fifo, "R": tmp_path / "r.json", "UNCLOSED": _unclosed_npy_header(tmp_path)}
+    (tmp_path / "sub").mkdir()
+    subst = {"FIFO": fifo, "R": tmp_path / "r.json", "UNCLOSED": _unclosed_npy_header(tmp_path),
+             "SUB/../r.json": tmp_path / "sub" / ".." / "r.json"}
     args = [str(subst.get(a, a)).replace("UNCLOSED", str(subst["UNCLOSED"])) for a in args]
     assert main(args + (["--output-dir", str(tmp_path / "out")] if args[0] == "run" else [])) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and needle in err, err
     assert fifo.is_fifo() and not (tmp_path / "out").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["fifo", "unclosed.npy"]), \
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "sub", "unclosed.npy"], \
         list(tmp_path.iterdir())
+    assert (SMALL / "model.tosa").read_bytes()[4:8] == b"TOSA"
 
 
 def test_preference_prints_the_three_schedules_and_refuses_what_it_would_ignore(tmp_path,

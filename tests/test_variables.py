@@ -84,3 +84,18 @@ def test_cli_state_file_continues_between_processes(tmp_path):
     assert not np.load(tmp_path / "o0" / f"{y_name}.npy").any()       # no write yet: zeros
     assert run(1).returncode == 0
     assert np.array_equal(np.load(tmp_path / "o1" / f"{y_name}.npy"), np.clip(xs[0], -100, 100))
+
+
+def test_an_access_without_its_two_operands_is_refused():
+    """VARIABLE_WRITE/READ copy one tensor from or into the variable: with no operands there
+    is nothing to copy (a traceback in the compiler before)."""
+    import pytest
+    from npu_sim.compiler.ir import Graph, Operator, Tensor
+    from npu_sim.compiler.validate import validate
+    from npu_sim.isa.errors import ValidationError
+    tensors = {"x": Tensor("x", tuple(SHAPE), "int8"), "y": Tensor("y", tuple(SHAPE), "int8"),
+               "state": Tensor("state", tuple(SHAPE), "int8", variable=True)}
+    graph = Graph(tensors, [Operator("CLAMP", ["x"], ["y"], {"min_val": -1, "max_val": 1}),
+                            Operator("VARIABLE_WRITE", [], [], index=1)], ["x"], ["y"])
+    with pytest.raises(ValidationError, match="VARIABLE_WRITE.*0 input.*0 output"):
+        validate(graph, extensions=("EXT-VARIABLE",))

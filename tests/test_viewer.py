@@ -200,12 +200,27 @@ def test_view_of_a_bad_trace_is_one_line_exit_2_and_no_file(where, value, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]     # no page, no .part
 
 
-def test_view_to_a_directory_is_refused(tmp_path, capsys):
+@pytest.mark.parametrize("target", ["DIR", "TRACE", "FIFO"])
+def test_view_to_a_directory_its_own_trace_or_a_fifo_is_refused(tmp_path, capsys, target):
     from npu_sim import cli
     (tmp_path / "t.json").write_text(json.dumps(SMALL))
-    assert cli.main(["view", str(tmp_path / "t.json"), "-o", str(tmp_path)]) == 2
+    os.mkfifo(tmp_path / "fifo")
+    out = {"DIR": tmp_path, "TRACE": tmp_path / "t.json", "FIFO": tmp_path / "fifo"}[target]
+    assert cli.main(["view", str(tmp_path / "t.json"), "-o", str(out)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "t.json"]
+    assert json.loads((tmp_path / "t.json").read_text()) == SMALL and (tmp_path / "fifo").is_fifo()
+
+
+def test_odd_but_valid_names_render(tmp_path, capsys):
+    """A lane named like a DMA queue but not one, and a lone surrogate (valid JSON escape)."""
+    from npu_sim import cli
+    trace = _with("0.args.name", "dma\u00b2")
+    trace["otherData"]["model"] = "\ud800"
+    (tmp_path / "t.json").write_text(json.dumps(trace))
+    assert cli.main(["view", str(tmp_path / "t.json"), "-o", str(tmp_path / "v.html")]) == 0
+    page = (tmp_path / "v.html").read_text(encoding="utf-8")
+    assert "dma\u00b2" in page or "dma\\u00b2" in page       # as itself, or JSON-escaped
 
 
 @pytest.fixture(scope="module")

@@ -58,6 +58,11 @@ _VARIABLE_OPERANDS = {"VARIABLE": ("inputs", "outputs"), "VARIABLE_READ": ("inpu
 @check("VARIABLE", "VARIABLE_READ", "VARIABLE_WRITE")
 def variable(ctx: OpContext) -> None:
     ctx.need_extension("EXT-VARIABLE", ctx.op.op)
+    counts = len(ctx.op.inputs), len(ctx.op.outputs)
+    if ctx.op.op != "VARIABLE" and counts != (1, 1):      # a copy from or into the variable
+        ctx.fail(f"has {counts[0]} input(s) and {counts[1]} output(s); {ctx.op.op} copies one "
+                 "tensor (npu-sim reads accesses in the form tosa-opt writes: the variable, "
+                 "and the tensor read or written)", "operand count")
     for name in list(ctx.op.inputs) + list(ctx.op.outputs):
         if name not in ctx.graph.tensors:
             ctx.fail(f"names tensor '{name}', which the graph does not declare",

@@ -108,7 +108,7 @@ def cmd_cts(args) -> int:
     results = cts.run_files(args.files, args.config, args.jobs)
     if args.json:
         from ..cli_files import Staged
-        with Staged() as staged:
+        with Staged(args.files) as staged:
             staged.text(args.json, json.dumps(
                 [{k: r[k] for k in ("case", "file", "status", "message")} for r in results],
                 indent=1) + "\n")
