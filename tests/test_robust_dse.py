@@ -129,6 +129,7 @@ def test_points_within_the_timeout_run_normally(tmp_path):
                "vector_unit.lanes": list(range(1, 1001)), "dma.channels": [1, 2] * 10}}, "axes"),
     # a fixed figure no design could take is the sweep's error, not every point's reason
     ({"fixed": {"mac_array.rows": -4}}, "fixed: .*mac_array.rows: expected a positive integer"),
+    ({"axes": {"mac_array.rows": [16, -1]}}, r"axes.mac_array.rows\[1\]: .*positive integer"),
 ])
 def test_sweep_bounds(change, key):
     data = {"base": "edge-256", "networks": [NET], "axes": {"sram.size": SIZES}, **change}

@@ -242,6 +242,16 @@ def sweep_from_dict(data, source: str = "<dict>", root: Path | None = None) -> S
     if kind == "grid" and grid > MAX_POINTS:
         raise c.fail("axes", f"a grid of {grid:,} designs (at most {MAX_POINTS:,}); use the random or "
                              "nsga2 strategy with a budget")
+    for axis in axes:           # a value its own key refuses is a typo, not a design to try
+        if len(axis.keys) > 1:
+            continue
+        key = axis.keys[0]
+        for i, value in enumerate(axis.values):
+            try:
+                base.with_overrides({**fixed, key: value})
+            except ConfigError as exc:
+                if f"{key}:" in str(exc):
+                    raise c.fail(f"axes.{key}[{i}]", str(exc)) from None
     timeout = None
     if "timeout_s" in top:
         timeout = c.number(top["timeout_s"], "timeout_s")
