@@ -506,6 +506,23 @@ def ok(results) -> bool:
 # command line
 # --------------------------------------------------------------------------------------------
 
+def _run_with_progress(tests, args, jobs: int) -> list:
+    """run_tests() with failures listed as they come and, on a terminal, a counter."""
+    show = sys.stderr.isatty() and not args.quiet
+
+    def progress(r, done, total):
+        if r.status in ("fail", "error", "non-compliant") and not args.quiet:
+            print(f"  {r.status.upper():7} {r.test}: {r.message}", file=sys.stderr)
+        if show:
+            print(f"\r  {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    results = run_tests(tests, args.config, args.output_dir, args.expected_dir, jobs, args.level,
+                        progress)
+    if show:
+        print(file=sys.stderr)
+    return results
+
+
 def cmd_conformance(args) -> int:
     jobs = args.jobs or 1
     if jobs < 1:
@@ -515,26 +532,14 @@ def cmd_conformance(args) -> int:
         raise InputError(f"no conformance tests (folders with desc.json) under {' '.join(args.paths)}")
     if args.output_dir and os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
         raise InputError(f"--output-dir {args.output_dir}: exists and is not a directory")
-    t0 = time.perf_counter()
-    show = sys.stderr.isatty() and not args.quiet
-    bad = []
-
-    def progress(r, done, total):
-        if r.status in ("fail", "error", "non-compliant"):
-            bad.append(r)
-            if not args.quiet:
-                print(f"  {r.status.upper():7} {r.test}: {r.message}", file=sys.stderr)
-        if show:
-            print(f"\r  {done}/{total}", end="", file=sys.stderr, flush=True)
-
-    results = run_tests(tests, args.config, args.output_dir, args.expected_dir, jobs, args.level,
-                        progress)
-    if show:
-        print(file=sys.stderr)
-    if args.json:
-        from .cli_files import Staged
-        with Staged() as staged:
-            staged.text(args.json, json.dumps([r.to_json() for r in results], indent=1) + "\n")
+    from .cli_files import Staged
+    with Staged() as staged:
+        # the report's file is claimed before the tests run: a bad path fails at once
+        report = staged.path(args.json) if args.json else None
+        t0 = time.perf_counter()
+        results = _run_with_progress(tests, args, jobs)
+        if report is not None:
+            report.write_text(json.dumps([r.to_json() for r in results], indent=1) + "\n")
             staged.commit()
     sys.stdout.write(summary_table(results))
     print(f"{len(results)} tests in {time.perf_counter() - t0:.1f} s"

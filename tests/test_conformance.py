@@ -210,9 +210,13 @@ def test_cli(suite, tmp_path, capsys):
     cli_main(["conformance", str(folder / "nested" / t.name), "--json", str(report)])
     assert json.loads(report.read_text())[0]["message"] == "bit-exact"
     capsys.readouterr()
-    # an output folder that is a file is the command's error, not every test's
+    # an output folder that is a file is the command's error, not every test's; a report path
+    # that cannot take the report fails before the tests run (a FIFO would block at the end)
     assert cli_main(["conformance", str(folder), "--output-dir", str(report)]) == 2
     assert "--output-dir" in capsys.readouterr().err
+    os.mkfifo(tmp_path / "fifo")
+    assert cli_main(["conformance", str(folder), "--json", str(tmp_path / "fifo"), "-q"]) == 2
+    assert "not a regular file" in capsys.readouterr().err
 
 
 def test_json_form(suite, tmp_path):

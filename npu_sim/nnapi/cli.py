@@ -105,11 +105,12 @@ def cmd_cts(args) -> int:
     if args.jobs < 1:
         raise InputError(f"-j {args.jobs}: expected at least 1")
     _config(args.config)                      # a bad config fails before any case runs
-    results = cts.run_files(args.files, args.config, args.jobs)
-    if args.json:
-        from ..cli_files import Staged
-        with Staged(args.files) as staged:
-            staged.text(args.json, json.dumps(
+    from ..cli_files import Staged
+    with Staged(args.files) as staged:
+        report = staged.path(args.json) if args.json else None     # as early: a bad path too
+        results = cts.run_files(args.files, args.config, args.jobs)
+        if report is not None:
+            report.write_text(json.dumps(
                 [{k: r[k] for k in ("case", "file", "status", "message")} for r in results],
                 indent=1) + "\n")
             staged.commit()
