@@ -106,6 +106,7 @@ def cmd_run(args) -> int:
     return 0
 
 
+OUTPUT_DIR = "npu-sim-out"          # run's default --output-dir
 # What a run computes or writes; --preference only compares the three schedules' timing.
 _RUN_ONLY = (("input", "--input"), ("report", "--report"), ("csv", "--csv"),
              ("timing_only", "--timing-only"), ("state", "--state"), ("trace", "--trace"),
@@ -114,7 +115,7 @@ _RUN_ONLY = (("input", "--input"), ("report", "--report"), ("csv", "--csv"),
 
 def _refuse_beside_preference(args) -> None:
     given = [flag for attr, flag in _RUN_ONLY if getattr(args, attr)]
-    if args.output_dir != "npu-sim-out":
+    if args.output_dir != OUTPUT_DIR:
         given.append("--output-dir")
     if args.seed:
         given.append("--seed")
@@ -209,8 +210,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="graph input value (missing inputs get seeded random data)")
-    r.add_argument("--output-dir", default="npu-sim-out", help="where output .npy files go "
-                   "(default: npu-sim-out)")
+    r.add_argument("--output-dir", default=OUTPUT_DIR, help="where output .npy files go "
+                   f"(default: {OUTPUT_DIR})")
     r.add_argument("--report", metavar="R.json", help="write the full report as JSON")
     r.add_argument("--csv", metavar="LAYERS.csv", help="write the per-layer table as CSV")
     r.add_argument("--timing-only", action="store_true", help="simulate timing and energy "
