@@ -45,6 +45,11 @@ from .tiling import Operand, Production
 # Windowed readers whose data input is an NHWC box of the tile's rows, columns and channels
 # (a CONV2D reads a depthwise conv's output as a pointwise conv: see _depthwise_into).
 READERS = ("DEPTHWISE_CONV2D", "MAX_POOL2D", "AVG_POOL2D", "CONV2D")
+# A chain's band may be part of a row, 1/2 to 1/8 of its width (the tiler splits the columns
+# where the room binds; narrower tiles would pay the array's preload and fill for a few
+# pixels each), tried only where no conv the chain reads fits a band of whole rows (a
+# residual add of MobileNetV2-224's 56x56 block on edge-256's 16 KiB of tile room).
+BAND_PARTS = (1, 2, 4, 8)
 
 
 def _pointwise(graph: Graph, op) -> bool:
@@ -107,7 +112,8 @@ def _band_rows(need, room: int, rows: int) -> int:
     return lo
 
 
-def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int) -> bool:
+def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int,
+                parts: int = 1) -> bool:
     """A CONV2D with its output stage fused, not itself cascaded, worth computing inside
     `reader`. A pointwise conv into a MAC reader: no halo to recompute, and the reader's
     tiles are its own shape. Any conv into a pool whose output is too large to stay on chip
@@ -117,8 +123,9 @@ def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int
     It pays when a band of one row of the reader fits double-buffered in the `room` tiles
     have: with all its channels (a pool), or a slice of them (a chain, whose tiles then read
     the conv's input once per slice: while those extra reads move less than the round trip
-    would). (Where no band fits, the tiles would split the channels below the array's width
-    and reload the conv's input per slice, losing more than the round trip.)"""
+    would), or, for a chain, of 1/`parts` of a row. (Where no band fits, the tiles would split
+    the channels below the array's width and reload the conv's input per slice, losing more
+    than the round trip.)"""
     if reader.main.op == "CONV2D":
         return _depthwise_into(graph, step, reader, resident, room)
     if not (step.kind == "mac" and step.main.op == "CONV2D" and step.rescale is not None
@@ -145,7 +152,7 @@ def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int
     weights = t[step.main.inputs[1]].nbytes
     slices = 1
     while slices == 1 or reader.chain and (slices - 1) * src.nbytes < mid.nbytes:
-        if 2 * (src_rows * src.nbytes // src.shape[1] + sliced // slices) \
+        if 2 * (src_rows * src.nbytes // src.shape[1] + sliced // slices) // parts \
                 + weights // slices <= room:
             return True
         slices *= 2
@@ -200,10 +207,13 @@ def fuse_producers(graph: Graph, steps: list[Step], resident: int, room: int) ->
             at = len(out) - 1
         elif step.producer is None and step.kind == "vector" and step.chain:
             reads = set(step.inputs)
-            at = next((i for i in range(len(out) - 1, -1, -1)
-                       if out[i].output in reads and alone(out[i])
-                       and _chain_reads(graph, step, out[i].output)
-                       and _producible(graph, out[i], step, resident, room)), None)
+            for parts in BAND_PARTS:
+                at = next((i for i in range(len(out) - 1, -1, -1)
+                           if out[i].output in reads and alone(out[i])
+                           and _chain_reads(graph, step, out[i].output)
+                           and _producible(graph, out[i], step, resident, room, parts)), None)
+                if at is not None:
+                    break
         if at is None:
             out.append(step)
         else:
