@@ -15,6 +15,9 @@ A residual add is an elementwise chain reading a conv's output and the block's s
 layer1) is written out only for the chain to read it back. Cascaded, each tile of the chain
 has the array compute its box of the conv's output into the buffer, and the vector unit forms
 the sum from it and the shortcut's box: the conv's output crosses no memory port twice.
+Where no band of whole rows fits the buffer (a 56-pixel row of 144 channels on edge-256's 16
+KiB of tile room), the tiler's estimates decide instead (`cascade_by_estimate`): fused, the
+array's work and the weights' loads hide the sum's vector work and the round trip.
 
 A depthwise-separable block (MobileNetV2's first) filters with a depthwise conv and mixes the
 channels with a 1x1 conv: the depthwise output (112x112x32 = 401 KB in MobileNetV2-224 on
@@ -30,7 +33,9 @@ tiles by the vector unit instead (`_reduced`).
 from __future__ import annotations
 
 import dataclasses
+import math
 
+from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.isa.opcodes import mac_problem
 from npu_sim.isa.operators import ELEMENTWISE
 
@@ -45,11 +50,6 @@ from .tiling import Operand, Production
 # Windowed readers whose data input is an NHWC box of the tile's rows, columns and channels
 # (a CONV2D reads a depthwise conv's output as a pointwise conv: see _depthwise_into).
 READERS = ("DEPTHWISE_CONV2D", "MAX_POOL2D", "AVG_POOL2D", "CONV2D")
-# A chain's band may be part of a row, 1/2 to 1/8 of its width (the tiler splits the columns
-# where the room binds; narrower tiles would pay the array's preload and fill for a few
-# pixels each), tried only where no conv the chain reads fits a band of whole rows (a
-# residual add of MobileNetV2-224's 56x56 block on edge-256's 16 KiB of tile room).
-BAND_PARTS = (1, 2, 4, 8)
 
 
 def _pointwise(graph: Graph, op) -> bool:
@@ -112,8 +112,7 @@ def _band_rows(need, room: int, rows: int) -> int:
     return lo
 
 
-def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int,
-                parts: int = 1) -> bool:
+def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int) -> bool:
     """A CONV2D with its output stage fused, not itself cascaded, worth computing inside
     `reader`. A pointwise conv into a MAC reader: no halo to recompute, and the reader's
     tiles are its own shape. Any conv into a pool whose output is too large to stay on chip
@@ -123,13 +122,11 @@ def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int
     It pays when a band of one row of the reader fits double-buffered in the `room` tiles
     have: with all its channels (a pool), or a slice of them (a chain, whose tiles then read
     the conv's input once per slice: while those extra reads move less than the round trip
-    would), or, for a chain, of 1/`parts` of a row. (Where no band fits, the tiles would split
-    the channels below the array's width and reload the conv's input per slice, losing more
-    than the round trip.)"""
+    would). (Where no band fits, the tiles would split the channels below the array's width
+    and reload the conv's input per slice, losing more than the round trip.)"""
     if reader.main.op == "CONV2D":
         return _depthwise_into(graph, step, reader, resident, room)
-    if not (step.kind == "mac" and step.main.op == "CONV2D" and step.rescale is not None
-            and step.producer is None):
+    if not _cascadable(graph, step, reader, resident):
         return False
     t = graph.tensors
     _, pkh, pkw, _ = t[step.main.inputs[1]].shape
@@ -140,9 +137,6 @@ def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int
     others = [t[n] for n in dict.fromkeys(reader.inputs) if n != step.output]
     if reader.chain:
         others = [o for o in others if o.shape == out.shape]
-    if mid.nbytes + sum(o.nbytes for o in others) + (out.nbytes if reader.chain else 0) \
-            <= resident:
-        return False
     kh, _, _, _ = _footprint(graph, reader)
     sy, _ = step.main.attrs["stride"]
     dy, _ = step.main.attrs["dilation"]
@@ -152,11 +146,29 @@ def _producible(graph: Graph, step: Step, reader: Step, resident: int, room: int
     weights = t[step.main.inputs[1]].nbytes
     slices = 1
     while slices == 1 or reader.chain and (slices - 1) * src.nbytes < mid.nbytes:
-        if 2 * (src_rows * src.nbytes // src.shape[1] + sliced // slices) // parts \
+        if 2 * (src_rows * src.nbytes // src.shape[1] + sliced // slices) \
                 + weights // slices <= room:
             return True
         slices *= 2
     return False
+
+
+def _cascadable(graph: Graph, step: Step, reader: Step, resident: int) -> bool:
+    """A CONV2D with its output stage fused, not itself cascaded; into a vector reader, one
+    whose tensors (the conv's output, and a chain's other inputs of its shape and its output)
+    do not all stay on chip (`resident` bytes), so some make round trips."""
+    if not (step.kind == "mac" and step.main.op == "CONV2D" and step.rescale is not None
+            and step.producer is None):
+        return False
+    if reader.kind == "mac":
+        return True
+    t = graph.tensors
+    mid, out = t[step.output], t[reader.output]
+    others = [t[n] for n in dict.fromkeys(reader.inputs) if n != step.output]
+    if reader.chain:
+        others = [o for o in others if o.shape == out.shape]
+    return mid.nbytes + sum(o.nbytes for o in others) \
+        + (out.nbytes if reader.chain else 0) > resident
 
 
 def _chain_reads(graph: Graph, step: Step, name: str) -> bool:
@@ -187,13 +199,7 @@ def fuse_producers(graph: Graph, steps: list[Step], resident: int, room: int) ->
     latest such conv the chain reads (one after it, a residual block's projection shortcut,
     may not pay: it then runs before the conv, which nothing else waits for); and each
     elementwise chain into the reduction right after it that alone reads it (`_reduced`)."""
-    readers: dict[str, int] = {}
-    for step in steps:
-        for name in set(step.inputs):
-            readers[name] = readers.get(name, 0) + 1
-
-    def alone(prev: Step) -> bool:
-        return readers.get(prev.output) == 1 and prev.output not in graph.outputs
+    alone = _alone(graph, steps)
 
     out: list[Step] = []
     for step in steps:
@@ -207,18 +213,24 @@ def fuse_producers(graph: Graph, steps: list[Step], resident: int, room: int) ->
             at = len(out) - 1
         elif step.producer is None and step.kind == "vector" and step.chain:
             reads = set(step.inputs)
-            for parts in BAND_PARTS:
-                at = next((i for i in range(len(out) - 1, -1, -1)
-                           if out[i].output in reads and alone(out[i])
-                           and _chain_reads(graph, step, out[i].output)
-                           and _producible(graph, out[i], step, resident, room, parts)), None)
-                if at is not None:
-                    break
+            at = next((i for i in range(len(out) - 1, -1, -1)
+                       if out[i].output in reads and alone(out[i])
+                       and _chain_reads(graph, step, out[i].output)
+                       and _producible(graph, out[i], step, resident, room)), None)
         if at is None:
             out.append(step)
         else:
             out.append(dataclasses.replace(step, producer=out.pop(at)))
     return out
+
+
+def _alone(graph: Graph, steps: list[Step]):
+    """A test of whether a step's output is read by one step alone and is no graph output."""
+    readers: dict[str, int] = {}
+    for step in steps:
+        for name in set(step.inputs):
+            readers[name] = readers.get(name, 0) + 1
+    return lambda step: readers.get(step.output) == 1 and step.output not in graph.outputs
 
 
 def _footprint(graph: Graph, reader: Step) -> tuple[int, int, int, int]:
@@ -314,3 +326,74 @@ def _chain_into(space, step: Step, ctx: Context):
     return dataclasses.replace(space, inputs=space.inputs[:at] + feeds + [produced]
                                + space.inputs[at + 1:],
                                work=lambda s: space.work(s) + chain.work(s))
+
+
+def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: tuple,
+                        place):
+    """(steps, their placement as `place(steps)` gives it) with each elementwise chain
+    folding in the conv it reads that fuse_producers() turned down (its rule counts bytes of bands that fit; a
+    small buffer fits none of whole rows, or the channel slices that do re-read the conv's
+    input more than the round trip would move) where the tiler's estimate of the fused step is
+    below the estimates of the two apart: the array's work and the weights' loads then hide the
+    chain's vector work and the round trip, which apart take their own time. Of two convs the
+    chain reads, the one that gains more. The estimates are made where `placed` (place(steps))
+    puts them, and each fusion kept only where, placed anew, the fused step in its own room
+    still beats the two apart (a step's room changes with its neighbours'); one retry without
+    those that do not, else none."""
+    refused: set[str] = set()
+    for _ in range(2):
+        gains = _estimated_gains(graph, steps, resident, placed[0], placed[1], refused)
+        if not gains:
+            break
+        convs = {conv for conv, _ in gains.values()}
+        fused = [dataclasses.replace(step, producer=steps[gains[at][0]]) if at in gains
+                 else step for at, step in enumerate(steps) if at not in convs]
+        apart = {steps[at].output: cost for at, (_, cost) in gains.items()}
+        trial = place(fused)
+        worse = {step.output for at, step in enumerate(fused) if step.output in apart
+                 and not _estimate(trial[0], trial[1], step, at) < apart[step.output]}
+        if not worse:
+            return fused, trial
+        refused |= worse
+    return steps, placed
+
+
+def _estimate(placement, lowering, step: Step, at: int) -> float:
+    """The tiler's estimate of `step` as step `at` of the placement (inf: no plan fits)."""
+    try:
+        plan = lowering.plan(step, placement.workspaces[at][1])[3]
+    except DoesNotFitError:
+        return math.inf
+    return math.inf if plan is None else plan.cost
+
+
+def _estimated_gains(graph: Graph, steps: list[Step], resident: int, placement, lowering,
+                     refused: set[str]) -> dict[int, tuple[int, float]]:
+    """chain's index -> (the conv's index, the two's estimates apart) for each chain not in
+    `refused` whose fused estimate is below that of the two apart (see
+    cascade_by_estimate())."""
+    alone = _alone(graph, steps)
+    index = {step.output: i for i, step in enumerate(steps)}
+    chosen: dict[int, tuple[int, float]] = {}
+    taken: set[int] = set()
+    for at, step in enumerate(steps):
+        if step.producer is not None or step.kind != "vector" or not step.chain \
+                or step.output in refused:
+            continue
+        best = None                     # (gain, conv, apart)
+        for name in dict.fromkeys(step.inputs):
+            conv = index.get(name)
+            if conv is None or conv in taken or not alone(steps[conv]) \
+                    or not _chain_reads(graph, step, name) \
+                    or not _cascadable(graph, steps[conv], step, resident):
+                continue
+            apart = _estimate(placement, lowering, steps[conv], conv) \
+                + _estimate(placement, lowering, step, at)
+            fused = _estimate(placement, lowering,
+                              dataclasses.replace(step, producer=steps[conv]), at)
+            if fused < apart and (best is None or apart - fused > best[0]):
+                best = (apart - fused, conv, apart)
+        if best is not None:
+            chosen[at] = best[1:]
+            taken.add(best[1])
+    return chosen

@@ -13,7 +13,7 @@ from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
 from .buffering import plan_buffering
-from .cascade import fuse_producers
+from .cascade import cascade_by_estimate, fuse_producers
 from .emit import CommandLimit, HoistingEmitter
 from .fold import fold_constants, remove_noop_reshapes
 from .ir import Graph, Tensor
@@ -166,34 +166,11 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
             _add_stage_table(graph, step)
         if step.producer and step.producer.kind == "mac":
             _add_stage_table(graph, step.producer)
-    memories = list(config.memories)
-    placement = Placement(graph, steps, memories, config.placement.weights,
-                          config.placement.feature_maps, config.sram.size,
-                          resident_share(config),
-                          {n: m.size for n, m in config.memories.items()})
-
-    def memory_cost(mem: int) -> float:
-        """DMA cycles per byte from memory `mem` (0: on chip, free for the search)."""
-        if mem == 0:
-            return 0.0
-        return 1.0 / min(config.memory_bytes_per_cycle(memories[mem - 1]),
-                         config.dma.bytes_per_cycle)
-
-    def port_cost(mem: int) -> float:
-        """Cycles per byte of memory `mem`'s port alone (0: on chip)."""
-        return 1.0 / config.memory_bytes_per_cycle(memories[mem - 1]) if mem else 0.0
-
-    def cost_per_byte(name: str) -> float:
-        loc = placement.find(name)
-        return 0.0 if loc is None else memory_cost(loc.mem)
-
-    emitter = HoistingEmitter(limit=MAX_COMMANDS)
-    lowering = Lowering(graph, placement, emitter, config, cost_per_byte,
-                        tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost,
-                        handoffs=_handoffs(steps), room_slack=config.schedule.room_slack,
-                        port_cost=port_cost)
+    placed = _place(graph, steps, config)
+    steps, (placement, lowering, emitter) = cascade_by_estimate(
+        graph, steps, resident, placed, lambda steps: _place(graph, steps, config, placed[1]))
     preloads = plan_prefetch(graph, steps, placement, lowering)
-    riders = plan_buffering(graph, steps, placement, lowering, preloads, memory_cost)
+    riders = plan_buffering(graph, steps, placement, lowering, preloads, lowering.memory_cost)
     placement.widen_workspaces()
     layer_of, count = [], 0             # step index -> index of its layer (aliases have none)
     filled = {target for target, _, _ in placement.written.values()}
@@ -236,6 +213,7 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
                 f"layer '{step.output}': the program passes {MAX_COMMANDS:,} commands by this "
                 f"layer, at most that many are compiled (the tiles are too small in "
                 f"{config.sram.size:,} B); use a config with a larger sram.size") from None
+    memories = list(config.memories)
     sizes = [config.sram.size] + [0] * len(memories)
     sizes[placement.weights_id] = max(sizes[placement.weights_id], placement.weights_bytes)
     sizes[placement.fm_id] = max(sizes[placement.fm_id], placement.fm_bytes)
@@ -251,6 +229,38 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
               "clock_mhz": config.clock_mhz, "resident_bytes": resident_share(config),
               "input_dtypes": {n: graph.tensors[n].dtype for n in graph.inputs},
               "output_dtypes": {n: graph.tensors[n].dtype for n in graph.outputs}})
+
+
+def _place(graph: Graph, steps: list[Step], config, searches: Lowering | None = None):
+    """(placement, lowering, emitter) of `steps`: where each tensor lives and how steps are
+    tiled there (reusing the tile searches of `searches`, a lowering of the same graph)."""
+    memories = list(config.memories)
+    placement = Placement(graph, steps, memories, config.placement.weights,
+                          config.placement.feature_maps, config.sram.size,
+                          resident_share(config),
+                          {n: m.size for n, m in config.memories.items()})
+
+    def memory_cost(mem: int) -> float:
+        """DMA cycles per byte from memory `mem` (0: on chip, free for the search)."""
+        if mem == 0:
+            return 0.0
+        return 1.0 / min(config.memory_bytes_per_cycle(memories[mem - 1]),
+                         config.dma.bytes_per_cycle)
+
+    def port_cost(mem: int) -> float:
+        """Cycles per byte of memory `mem`'s port alone (0: on chip)."""
+        return 1.0 / config.memory_bytes_per_cycle(memories[mem - 1]) if mem else 0.0
+
+    def cost_per_byte(name: str) -> float:
+        loc = placement.find(name)
+        return 0.0 if loc is None else memory_cost(loc.mem)
+
+    emitter = HoistingEmitter(limit=MAX_COMMANDS)
+    lowering = Lowering(graph, placement, emitter, config, cost_per_byte,
+                        tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost,
+                        handoffs=_handoffs(steps), room_slack=config.schedule.room_slack,
+                        port_cost=port_cost, searches=searches)
+    return placement, lowering, emitter
 
 
 def _handoffs(steps: list[Step]) -> set[str]:

@@ -25,7 +25,8 @@ PRELOAD_CHUNK_CYCLES = 1024       # four simulator bursts: ports are shared at t
 class Lowering:
     def __init__(self, graph, placement: Placement, emitter, hardware,
                  cost_per_byte, tile_overhead: float, memory_cost=lambda mem: 0.0,
-                 handoffs: set[str] = frozenset(), room_slack: float = 1.25, port_cost=None):
+                 handoffs: set[str] = frozenset(), room_slack: float = 1.25, port_cost=None,
+                 searches: Lowering | None = None):
         self.g, self.p, self.em = graph, placement, emitter
         self.channels = hardware.dma.channels
         self.hw = hardware
@@ -38,9 +39,13 @@ class Lowering:
         # cycles per byte of a memory's port alone, the DMA's own rate apart: what a copy
         # within one memory pays twice (compiler/staging.dma_cycles)
         self.port_cost = port_cost or memory_cost
-        self._plans: dict[tuple, object] = {}
-        self._candidates: dict[tuple, dict] = {}     # per space: its search levels' plans
-        self._boxes: dict[tuple, dict] = {}          # per steps' shape: their tiles' box sizes
+        # Tile searches, keyed by what they depend on (shapes, where operands live, budget),
+        # so a lowering of the same graph's steps placed anew reuses those of `searches`.
+        self._plans: dict[tuple, object] = searches._plans if searches else {}
+        self._candidates: dict[tuple, dict] = \
+            searches._candidates if searches else {}  # per space: its search levels' plans
+        self._boxes: dict[tuple, dict] = \
+            searches._boxes if searches else {}       # per steps' shape: their tiles' box sizes
         # Outputs of steps that hand data to or from a step on the other compute engine.
         self.handoffs = handoffs
         self.room_slack = room_slack

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tosa_serializer as ts
 
-from npu_sim.api import compile_model, simulate
+from npu_sim.api import compile_model, load_config, simulate
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.errors import DoesNotFitError
 from oracle import DType, GraphBuilder
@@ -19,18 +19,17 @@ from ops_sim_support import (  # noqa: F401  (cfg is the parametrised config fix
     stage_params)
 
 CASES = [
-    # (n, h, w, ic, c, k, stride, pad, shortcut, per-channel output rescale, 2 KiB splits
-    # the columns). On default (1 MiB) the three maps stay on chip and nothing is cascaded;
-    # on 4 KiB (2 KiB of tile room) and 2 KiB (1 KiB) every conv is computed inside the add,
-    # in bands of rows (of channel slices where all channels do not fit); on 2 KiB mostly of
-    # part of a row (case 1's whole rows fit, which the room check counts conservatively).
-    (1, 12, 10, 8, 32, 1, 1, (0, 0, 0, 0), "input", False, True),
-    (1, 16, 12, 8, 8, 3, 1, (1, 1, 1, 1), "x", True, False),
-    (2, 15, 13, 3, 24, 3, 2, (1, 1, 0, 0), "input", True, True),
-    (1, 8, 8, 16, 96, 1, 1, (0, 0, 0, 0), "input", False, True),
+    # (n, h, w, ic, c, k, stride, pad, shortcut, per-channel output rescale, fused on).
+    # On 1 MiB the three maps stay on chip and nothing is cascaded; on 4 KiB (2 KiB of tile
+    # room) and 2 KiB (1 KiB) the bands below fit (of channel slices where all channels do
+    # not), and 2 KiB splits rows and columns.
+    (1, 12, 10, 8, 32, 1, 1, (0, 0, 0, 0), "input", False, ("4KiB", "2KiB")),
+    (1, 16, 12, 8, 8, 3, 1, (1, 1, 1, 1), "x", True, ("4KiB",)),
+    (2, 15, 13, 3, 24, 3, 2, (1, 1, 0, 0), "input", True, ("4KiB",)),
+    (1, 8, 8, 16, 96, 1, 1, (0, 0, 0, 0), "input", False, ("4KiB",)),
     # a projection shortcut after the conv: its 3x3 weights do not fit beside a band, so the
     # chain computes the conv before it, and the projection runs first
-    (1, 12, 10, 8, 32, 1, 1, (0, 0, 0, 0), "conv", False, True),
+    (1, 12, 10, 8, 32, 1, 1, (0, 0, 0, 0), "conv", False, ("4KiB", "2KiB")),
 ]
 
 
@@ -45,7 +44,7 @@ def _add_stage(g, rng, src, shape, in_dt, izp, bits):
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_conv_into_residual_add(case, cfg):
     rng = np.random.default_rng(5300 + case)
-    n, h, w, ic, c, k, s, pad, shortcut, per_channel, columns = CASES[case]
+    n, h, w, ic, c, k, s, pad, shortcut, per_channel, fused_on = CASES[case]
     g = GraphBuilder()
     x = g.tensor((n, h, w, ic), DType.INT8, rand(rng, DType.INT8, (n, h, w, ic)))
     oh, ow = (h + pad[0] + pad[1] - k) // s + 1, (w + pad[2] + pad[3] - k) // s + 1
@@ -80,8 +79,8 @@ def test_conv_into_residual_add(case, cfg):
             int(rng.integers(-20, 21)), rounding="DOUBLE_ROUND", per_channel=per_channel)
     conv, add = ["CONV2D", "RESCALE"], ["RESCALE", "RESCALE", "ADD", "RESCALE"]
     first = [conv] if shortcut == "conv" else []
-    check(g, cfg, split=(("d1", "d2") if columns else ("d1",)) if cfg == "2KiB" else (),
-          layers=first + ([conv, add] if cfg == "default" else [conv + add]))
+    check(g, cfg, split=("d1", "d2") if "2KiB" in fused_on else (),
+          layers=first + ([conv + add] if cfg in fused_on else [conv, add]))
 
 
 def _fits_only_beside_the_sum(g):
@@ -173,3 +172,70 @@ def test_sum_is_not_written_over_an_alias_of_the_cascaded_convs_input():
     program = _fits_only_beside_the_sum(g)
     assert ["CONV2D", "RESCALE", "RESCALE", "RESCALE", "ADD", "RESCALE"] in [
         layer.ops for layer in program.layers]
+
+
+def _projection_block(rng, h, w, ic, c):
+    """A MobileNetV2-style projection: a 1x1 CONV2D from `ic` to `c` channels and a residual
+    add of its output and the block's shortcut (an input)."""
+    g = GraphBuilder()
+    x = g.tensor((1, h, w, ic), DType.INT8, rand(rng, DType.INT8, (1, h, w, ic)))
+    shape = (1, h, w, c)
+    acc = g.intermediate(shape, DType.INT32)
+    g.op("CONV2D", [x, const(g, rand(rng, DType.INT8, (c, 1, 1, ic)), DType.INT8),
+                    const(g, rng.integers(-2000, 2000, size=c).astype(np.int32), DType.INT32),
+                    scalar(g, 3, DType.INT8), scalar(g, 0, DType.INT8)], [acc],
+         conv_attr((0,) * 4, (1, 1), (1, 1)))
+    mid = mac_stage(g, rng, acc, np.array([ic * 256 * 256 + 2000]), shape, mode="rescale",
+                    output=False)
+    shortcut = g.tensor(shape, DType.INT8, rand(rng, DType.INT8, shape))
+    total = g.intermediate(shape, DType.INT32)
+    g.op("ADD", [_add_stage(g, rng, mid, shape, DType.INT8, 0, 28),
+                 _add_stage(g, rng, shortcut, shape, DType.INT8, 4, 27)], [total])
+    mult, shifts = stage_params(rng, 3 << 27, 1)
+    rescale(g, total, shape, DType.INT32, DType.INT8, mult, shifts, 0, -3)
+    return g
+
+
+def test_estimate_cascades_what_no_band_of_whole_rows_fits(monkeypatch):
+    """edge-256's 16 KiB of tile room fits no band of a whole 56-pixel row of this block twice
+    (its input row of 96 channels, 5 KiB, and three 1.3 KiB rows of the conv's output, the
+    shortcut and the sum), so fuse_producers() leaves the conv apart; the tiler's estimate
+    of the fused step is below the two apart, so cascade_by_estimate() folds it in:
+    bit-exact, and faster in simulation than the program that keeps the conv apart (the
+    array's work and the shortcut's loads then hide the vector unit's sum and the round
+    trip)."""
+    from npu_sim.compiler import driver
+    g = _projection_block(np.random.default_rng(5500), 16, 56, 96, 24)
+    edge = load_config("edge-256")
+    program = compile_model(load_bytes(g.serialize()), edge)
+    assert [layer.ops for layer in program.layers] == [
+        ["CONV2D", "RESCALE", "RESCALE", "RESCALE", "ADD", "RESCALE"]]
+    got = simulate(program, edge, inputs=dict(g.input_values))
+    expected = g.run()
+    assert all(np.array_equal(np.asarray(got.outputs[n]), expected[n]) for n in g.output_names)
+    monkeypatch.setattr(driver, "cascade_by_estimate",
+                        lambda graph, steps, resident, placed, place: (steps, placed))
+    apart = compile_model(load_bytes(g.serialize()), edge)
+    assert [layer.ops for layer in apart.layers] == [
+        ["CONV2D", "RESCALE"], ["RESCALE", "RESCALE", "ADD", "RESCALE"]]
+    assert got.report.cycles < simulate(apart, edge, timing_only=True).report.cycles
+
+
+def test_estimate_keeps_no_cascade_that_loses_once_placed(monkeypatch):
+    """A fusion is kept only where the fused step, placed anew (its room changes with its
+    neighbours'), still beats the two apart: here its estimate there is made to fail, and
+    after one retry without it the program keeps the conv apart."""
+    from npu_sim.compiler import cascade
+    real, first = cascade._estimate, []
+
+    def estimate(placement, lowering, step, at):
+        first.append(first[0] if first else placement)
+        if step.producer is not None and placement is not first[0]:
+            return float("inf")
+        return real(placement, lowering, step, at)
+
+    monkeypatch.setattr(cascade, "_estimate", estimate)
+    g = _projection_block(np.random.default_rng(5500), 16, 56, 96, 24)
+    program = compile_model(load_bytes(g.serialize()), load_config("edge-256"))
+    assert [layer.ops for layer in program.layers] == [
+        ["CONV2D", "RESCALE"], ["RESCALE", "RESCALE", "ADD", "RESCALE"]]
