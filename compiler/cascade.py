@@ -330,16 +330,16 @@ def _chain_into(space, step: Step, ctx: Context):
 
 def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: tuple,
                         place):
-    """(steps, their placement as `place(steps)` gives it) with each elementwise chain
-    folding in the conv it reads that fuse_producers() turned down (its rule counts bytes of bands that fit; a
-    small buffer fits none of whole rows, or the channel slices that do re-read the conv's
-    input more than the round trip would move) where the tiler's estimate of the fused step is
-    below the estimates of the two apart: the array's work and the weights' loads then hide the
-    chain's vector work and the round trip, which apart take their own time. Of two convs the
-    chain reads, the one that gains more. The estimates are made where `placed` (place(steps))
-    puts them, and each fusion kept only where, placed anew, the fused step in its own room
-    still beats the two apart (a step's room changes with its neighbours'); one retry without
-    those that do not, else none."""
+    """(steps, their placement as `place(steps)` gives it) with each elementwise chain folding in
+    the conv it reads that fuse_producers() turned down (its rule counts bytes of bands that
+    fit; a small buffer fits none of whole rows, or the channel slices that do re-read the
+    conv's input more than the round trip would move) where the tiler's estimate of the
+    fused step is below the estimates of the two apart: the array's work and the weights'
+    loads then hide the chain's vector work and the round trip, which apart take their own
+    time. Of two convs the chain reads, the one that gains more. The estimates are made
+    where `placed` (place(steps)) puts them, and each fusion kept only where, placed anew,
+    the fused step in its own room still beats the two apart (a step's room changes with its
+    neighbours'); one retry without those that do not, else none."""
     refused: set[str] = set()
     for _ in range(2):
         gains = _estimated_gains(graph, steps, resident, placed[0], placed[1], refused)
