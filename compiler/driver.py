@@ -167,8 +167,31 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
         if step.producer and step.producer.kind == "mac":
             _add_stage_table(graph, step.producer)
     placed = _place(graph, steps, config)
-    steps, (placement, lowering, emitter) = cascade_by_estimate(
+    fused, fused_placed = cascade_by_estimate(
         graph, steps, resident, placed, lambda steps: _place(graph, steps, config, placed[1]))
+    try:
+        return _program(graph, config, model_name, fused, fused_placed)
+    except CommandLimit as limit:
+        if fused is steps:
+            raise _too_many(limit, config) from None
+    # A cascaded conv's tiles are smaller: where they pass the limit of commands, the convs
+    # stay apart (as placed before), in fewer commands.
+    try:
+        return _program(graph, config, model_name, steps, placed)
+    except CommandLimit as limit:
+        raise _too_many(limit, config) from None
+
+
+def _too_many(limit: CommandLimit, config) -> DoesNotFitError:
+    return DoesNotFitError(
+        f"layer '{limit}': the program passes {MAX_COMMANDS:,} commands by this layer, at most "
+        f"that many are compiled (the tiles are too small in {config.sram.size:,} B); use a "
+        f"config with a larger sram.size")
+
+
+def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -> Program:
+    """The program of `steps`, placed as `placed` (_place()) has them."""
+    placement, lowering, emitter = placed
     preloads = plan_prefetch(graph, steps, placement, lowering)
     riders = plan_buffering(graph, steps, placement, lowering, preloads, lowering.memory_cost)
     placement.widen_workspaces()
@@ -209,10 +232,7 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
                 emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
                 lowering.preload(name, part)
         except CommandLimit:
-            raise DoesNotFitError(
-                f"layer '{step.output}': the program passes {MAX_COMMANDS:,} commands by this "
-                f"layer, at most that many are compiled (the tiles are too small in "
-                f"{config.sram.size:,} B); use a config with a larger sram.size") from None
+            raise CommandLimit(step.output) from None
     memories = list(config.memories)
     sizes = [config.sram.size] + [0] * len(memories)
     sizes[placement.weights_id] = max(sizes[placement.weights_id], placement.weights_bytes)

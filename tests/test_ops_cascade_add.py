@@ -239,3 +239,34 @@ def test_estimate_keeps_no_cascade_that_loses_once_placed(monkeypatch):
     program = compile_model(load_bytes(g.serialize()), load_config("edge-256"))
     assert [layer.ops for layer in program.layers] == [
         ["CONV2D", "RESCALE"], ["RESCALE", "RESCALE", "ADD", "RESCALE"]]
+
+
+def test_cascade_left_apart_where_its_program_passes_the_command_limit(monkeypatch):
+    """A cascaded conv's tiles are smaller, so its program may pass the limit of commands
+    where the convs apart do not: the compiler then lowers the steps as placed before the
+    estimate folded them in, and says nothing; where that passes the limit too, the error
+    names the layer."""
+    from npu_sim.compiler import driver
+    from npu_sim.compiler.emit import CommandLimit
+    real, calls = driver._program, []
+
+    def program(graph, config, model_name, steps, placed):
+        calls.append([step.producer is not None for step in steps])
+        if any(calls[-1]):
+            raise CommandLimit(steps[-1].output)
+        return real(graph, config, model_name, steps, placed)
+
+    monkeypatch.setattr(driver, "_program", program)
+    g = _projection_block(np.random.default_rng(5500), 16, 56, 96, 24)
+    edge = load_config("edge-256")
+    apart = compile_model(load_bytes(g.serialize()), edge)
+    assert calls == [[True], [False, False]]
+    assert [layer.ops for layer in apart.layers] == [
+        ["CONV2D", "RESCALE"], ["RESCALE", "RESCALE", "ADD", "RESCALE"]]
+    got = simulate(apart, edge, inputs=dict(g.input_values)).outputs
+    expected = g.run()
+    assert all(np.array_equal(np.asarray(got[n]), expected[n]) for n in g.output_names)
+    monkeypatch.setattr(driver, "MAX_COMMANDS", 10)
+    monkeypatch.setattr(driver, "_program", real)
+    with pytest.raises(DoesNotFitError, match="commands by this layer"):
+        compile_model(load_bytes(g.serialize()), edge)
