@@ -48,15 +48,16 @@ class TensorView(NamedTuple):
 
     def footprint(self) -> tuple[int, int]:
         """Half-open byte range [lo, hi) that bounds every element of the view."""
-        lo = hi = self.addr
-        for d, s in zip(self.shape, self.strides):
+        _, addr, shape, strides, dtype = self     # (unpacked: the simulator asks often)
+        lo = hi = addr
+        for d, s in zip(shape, strides):
             if d == 0:
-                return self.addr, self.addr
+                return addr, addr
             if s > 0:
                 hi += (d - 1) * s
             else:
                 lo += (d - 1) * s
-        return lo, hi + self.itemsize
+        return lo, hi + ITEMSIZE[dtype]
 
     def burst_bytes(self, unit: int = BURST_BYTES) -> int:
         """Bytes a memory transfers for this view: every run rounded up to whole `unit`s (an

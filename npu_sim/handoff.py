@@ -55,12 +55,16 @@ def _ahead(cmd: Compute, reads: list[TensorView], c, prod: Compute, written: Ten
     fold streams."""
     if written.contiguous_run() != written.nbytes:
         return 0
-    hits = [v for v in reads if _overlaps(v, written)]
+    wlo, whi = written.footprint()
+    spans = {id(v): (v.mem, *v.footprint()) for v in (*cmd.inputs.values(),
+                                                      *cmd.outputs.values(),
+                                                      *prod.inputs.values(),
+                                                      *prod.outputs.values())}
+    hits = [v for v in reads if _meet(spans[id(v)], spans[id(written)])]
     if len(hits) != 1 or not _ascending(hits[0]):
         return 0
     view = hits[0]
-    lo, hi = view.footprint()
-    wlo, whi = written.footprint()
+    _, lo, hi = spans[id(view)]
     rows = max(1, written.count // written.shape[-1]) if written.shape else 1
     first, last = max(lo, wlo), min(hi, whi)
     # the first row it reads, once finished; its last only at the producer's end, as the
@@ -71,14 +75,15 @@ def _ahead(cmd: Compute, reads: list[TensorView], c, prod: Compute, written: Ten
     first_write = c.setup + c.lead_in        # the consumer writes nothing before this
     held = (prod.inputs.get("weights") if prod.op != "matmul" else prod.inputs.get("b")) \
         if prod.unit == "mac" else None
+    theirs = _operands(prod)
     for a, a_writes in _operands(cmd):
-        for b, b_writes in _operands(prod):
-            if (a is view and b is written) or not (a_writes or b_writes) or not _overlaps(a, b):
-                continue
-            if not a_writes or b_writes:    # it reads or writes what the producer writes
-                return 0
-            limit = first_write + (p.window if b is held else 0)
-            ahead = min(ahead, limit)
+        span = spans[id(a)]
+        for b, b_writes in theirs:
+            if (a_writes or b_writes) and (a is not view or b is not written) \
+                    and _meet(span, spans[id(b)]):
+                if not a_writes or b_writes:    # it reads or writes what the producer writes
+                    return 0
+                ahead = min(ahead, first_write + (p.window if b is held else 0))
     return ahead
 
 
@@ -139,9 +144,6 @@ def _ascending(v: TensorView) -> bool:
     return True
 
 
-def _overlaps(a: TensorView, b: TensorView) -> bool:
-    if a.mem != b.mem:
-        return False
-    alo, ahi = a.footprint()
-    blo, bhi = b.footprint()
-    return alo < bhi and blo < ahi
+def _meet(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    """Whether two (memory, lo, hi) byte spans overlap."""
+    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
