@@ -55,16 +55,13 @@ def _ahead(cmd: Compute, reads: list[TensorView], c, prod: Compute, written: Ten
     fold streams."""
     if written.contiguous_run() != written.nbytes:
         return 0
-    wlo, whi = written.footprint()
-    spans = {id(v): (v.mem, *v.footprint()) for v in (*cmd.inputs.values(),
-                                                      *cmd.outputs.values(),
-                                                      *prod.inputs.values(),
-                                                      *prod.outputs.values())}
-    hits = [v for v in reads if _meet(spans[id(v)], spans[id(written)])]
-    if len(hits) != 1 or not _ascending(hits[0]):
+    wmem, (wlo, whi) = written.mem, written.footprint()
+    mine, theirs = _spans(cmd), _spans(prod)
+    hits = [(v, lo, hi) for v, writes, mem, lo, hi in mine
+            if not writes and mem == wmem and lo < whi and wlo < hi and any(v is r for r in reads)]
+    if len(hits) != 1 or not _ascending(hits[0][0]):
         return 0
-    view = hits[0]
-    _, lo, hi = spans[id(view)]
+    view, lo, hi = hits[0]
     rows = max(1, written.count // written.shape[-1]) if written.shape else 1
     first, last = max(lo, wlo), min(hi, whi)
     # the first row it reads, once finished; its last only at the producer's end, as the
@@ -75,20 +72,21 @@ def _ahead(cmd: Compute, reads: list[TensorView], c, prod: Compute, written: Ten
     first_write = c.setup + c.lead_in        # the consumer writes nothing before this
     held = (prod.inputs.get("weights") if prod.op != "matmul" else prod.inputs.get("b")) \
         if prod.unit == "mac" else None
-    theirs = _operands(prod)
-    for a, a_writes in _operands(cmd):
-        span = spans[id(a)]
-        for b, b_writes in theirs:
-            if (a_writes or b_writes) and (a is not view or b is not written) \
-                    and _meet(span, spans[id(b)]):
+    for a, a_writes, amem, alo, ahi in mine:
+        for b, b_writes, bmem, blo, bhi in theirs:
+            if (a_writes or b_writes) and amem == bmem and alo < bhi and blo < ahi \
+                    and (a is not view or b is not written):
                 if not a_writes or b_writes:    # it reads or writes what the producer writes
                     return 0
                 ahead = min(ahead, first_write + (p.window if b is held else 0))
     return ahead
 
 
-def _operands(cmd: Compute) -> list[tuple[TensorView, bool]]:
-    return [(v, False) for v in cmd.inputs.values()] + [(v, True) for v in cmd.outputs.values()]
+def _spans(cmd: Compute) -> list[tuple[TensorView, bool, int, int, int]]:
+    """(view, whether the command writes it, its memory, and the bytes [lo, hi) it spans) of
+    each operand."""
+    return [(v, False, v.mem, *v.footprint()) for v in cmd.inputs.values()] + \
+        [(v, True, v.mem, *v.footprint()) for v in cmd.outputs.values()]
 
 
 def _streamed(cmd: Compute) -> list[TensorView]:
@@ -143,7 +141,3 @@ def _ascending(v: TensorView) -> bool:
         last = s
     return True
 
-
-def _meet(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
-    """Whether two (memory, lo, hi) byte spans overlap."""
-    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
