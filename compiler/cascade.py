@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Callable
 
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.isa.opcodes import mac_problem
@@ -224,7 +225,7 @@ def fuse_producers(graph: Graph, steps: list[Step], resident: int, room: int) ->
     return out
 
 
-def _alone(graph: Graph, steps: list[Step]):
+def _alone(graph: Graph, steps: list[Step]) -> Callable[[Step], bool]:
     """A test of whether a step's output is read by one step alone and is no graph output."""
     readers: dict[str, int] = {}
     for step in steps:
@@ -329,7 +330,7 @@ def _chain_into(space, step: Step, ctx: Context):
 
 
 def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: tuple,
-                        place):
+                        place) -> tuple[list[Step], tuple]:
     """(steps, their placement as `place(steps)` gives it) with each elementwise chain folding in
     the conv it reads that fuse_producers() turned down (its rule counts bytes of bands that
     fit; a small buffer fits none of whole rows, or the channel slices that do re-read the
@@ -339,7 +340,8 @@ def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: 
     time. Of two convs the chain reads, the one that gains more. The estimates are made
     where `placed` (place(steps)) puts them, and each fusion kept only where, placed anew,
     the fused step in its own room still beats the two apart (a step's room changes with its
-    neighbours'); one retry without those that do not, else none."""
+    neighbours'; the others' estimates are not checked again); one retry without those that
+    do not, else none (and none where the fused steps do not fit placed anew)."""
     refused: set[str] = set()
     for _ in range(2):
         gains = _estimated_gains(graph, steps, resident, placed[0], placed[1], refused)
@@ -349,7 +351,10 @@ def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: 
         fused = [dataclasses.replace(step, producer=steps[gains[at][0]]) if at in gains
                  else step for at, step in enumerate(steps) if at not in convs]
         apart = {steps[at].output: cost for at, (_, cost) in gains.items()}
-        trial = place(fused)
+        try:
+            trial = place(fused)
+        except DoesNotFitError:     # the convs' inputs, alive until the chains, do not fit
+            break
         worse = {step.output for at, step in enumerate(fused) if step.output in apart
                  and not _estimate(trial[0], trial[1], step, at) < apart[step.output]}
         if not worse:
@@ -375,7 +380,6 @@ def _estimated_gains(graph: Graph, steps: list[Step], resident: int, placement, 
     alone = _alone(graph, steps)
     index = {step.output: i for i, step in enumerate(steps)}
     chosen: dict[int, tuple[int, float]] = {}
-    taken: set[int] = set()
     for at, step in enumerate(steps):
         if step.producer is not None or step.kind != "vector" or not step.chain \
                 or step.output in refused:
@@ -383,7 +387,7 @@ def _estimated_gains(graph: Graph, steps: list[Step], resident: int, placement, 
         best = None                     # (gain, conv, apart)
         for name in dict.fromkeys(step.inputs):
             conv = index.get(name)
-            if conv is None or conv in taken or not alone(steps[conv]) \
+            if conv is None or not alone(steps[conv]) \
                     or not _chain_reads(graph, step, name) \
                     or not _cascadable(graph, steps[conv], step, resident):
                 continue
@@ -393,7 +397,6 @@ def _estimated_gains(graph: Graph, steps: list[Step], resident: int, placement, 
                               dataclasses.replace(step, producer=steps[conv]), at)
             if fused < apart and (best is None or apart - fused > best[0]):
                 best = (apart - fused, conv, apart)
-        if best is not None:
+        if best is not None:            # (its conv read by it alone: no other chain's)
             chosen[at] = best[1:]
-            taken.add(best[1])
     return chosen

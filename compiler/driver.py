@@ -168,14 +168,17 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
             _add_stage_table(graph, step.producer)
     placed = _place(graph, steps, config)
     fused, fused_placed = cascade_by_estimate(
-        graph, steps, resident, placed, lambda steps: _place(graph, steps, config, placed[1]))
+        graph, steps, resident, placed,
+        lambda candidate: _place(graph, candidate, config, placed[1]))
     try:
         return _program(graph, config, model_name, fused, fused_placed)
-    except CommandLimit as limit:
+    except (CommandLimit, DoesNotFitError) as failure:
         if fused is steps:
-            raise _too_many(limit, config) from None
-    # A cascaded conv's tiles are smaller: where they pass the limit of commands, the convs
-    # stay apart (as placed before), in fewer commands.
+            if isinstance(failure, CommandLimit):
+                raise _too_many(failure, config) from None
+            raise
+    # A cascaded conv's tiles are smaller: where they pass the limit of commands (or its
+    # staged constants find no room), the convs stay apart, as placed before.
     try:
         return _program(graph, config, model_name, steps, placed)
     except CommandLimit as limit:

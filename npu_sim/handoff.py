@@ -56,9 +56,12 @@ def _ahead(cmd: Compute, reads: list[TensorView], c, prod: Compute, written: Ten
     if written.contiguous_run() != written.nbytes:
         return 0
     wmem, (wlo, whi) = written.mem, written.footprint()
-    mine, theirs = _spans(cmd), _spans(prod)
-    hits = [(v, lo, hi) for v, writes, mem, lo, hi in mine
-            if not writes and mem == wmem and lo < whi and wlo < hi and any(v is r for r in reads)]
+    hits = []
+    for v in reads:
+        if v.mem == wmem:
+            lo, hi = v.footprint()
+            if lo < whi and wlo < hi:
+                hits.append((v, lo, hi))
     if len(hits) != 1 or not _ascending(hits[0][0]):
         return 0
     view, lo, hi = hits[0]
@@ -72,7 +75,8 @@ def _ahead(cmd: Compute, reads: list[TensorView], c, prod: Compute, written: Ten
     first_write = c.setup + c.lead_in        # the consumer writes nothing before this
     held = (prod.inputs.get("weights") if prod.op != "matmul" else prod.inputs.get("b")) \
         if prod.unit == "mac" else None
-    for a, a_writes, amem, alo, ahi in mine:
+    theirs = _spans(prod)
+    for a, a_writes, amem, alo, ahi in _spans(cmd):
         for b, b_writes, bmem, blo, bhi in theirs:
             if (a_writes or b_writes) and amem == bmem and alo < bhi and blo < ahi \
                     and (a is not view or b is not written):

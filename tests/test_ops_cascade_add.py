@@ -226,17 +226,21 @@ def test_estimate_keeps_no_cascade_that_loses_once_placed(monkeypatch):
     neighbours'), still beats the two apart: here its estimate there is made to fail, and
     after one retry without it the program keeps the conv apart."""
     from npu_sim.compiler import cascade
-    real, first = cascade._estimate, []
+    real, placements, fused = cascade._estimate, [], []
 
     def estimate(placement, lowering, step, at):
-        first.append(first[0] if first else placement)
-        if step.producer is not None and placement is not first[0]:
-            return float("inf")
+        if not placements:
+            placements.append(placement)        # where the estimates are first made
+        if step.producer is not None:
+            fused.append(placement is placements[0])
+            if placement is not placements[0]:
+                return float("inf")
         return real(placement, lowering, step, at)
 
     monkeypatch.setattr(cascade, "_estimate", estimate)
     g = _projection_block(np.random.default_rng(5500), 16, 56, 96, 24)
     program = compile_model(load_bytes(g.serialize()), load_config("edge-256"))
+    assert fused == [True, False]           # chosen where first placed, refused placed anew
     assert [layer.ops for layer in program.layers] == [
         ["CONV2D", "RESCALE"], ["RESCALE", "RESCALE", "ADD", "RESCALE"]]
 
@@ -268,5 +272,25 @@ def test_cascade_left_apart_where_its_program_passes_the_command_limit(monkeypat
     assert all(np.array_equal(np.asarray(got[n]), expected[n]) for n in g.output_names)
     monkeypatch.setattr(driver, "MAX_COMMANDS", 10)
     monkeypatch.setattr(driver, "_program", real)
-    with pytest.raises(DoesNotFitError, match="commands by this layer"):
+    with pytest.raises(DoesNotFitError, match="layer '.+': the program passes 10 commands"):
         compile_model(load_bytes(g.serialize()), edge)
+
+
+def test_cascade_left_apart_where_the_fused_steps_do_not_fit_placed_anew(monkeypatch):
+    """Folding a conv into its chain keeps the conv's input alive until the chain: where the
+    steps placed anew do not fit, the compiler keeps the convs apart, as first placed."""
+    from npu_sim.compiler import driver
+    real, calls = driver._place, []
+
+    def place(graph, steps, config, searches=None):
+        calls.append(any(step.producer is not None for step in steps))
+        if calls[-1]:
+            raise DoesNotFitError("the fused steps' feature maps do not fit")
+        return real(graph, steps, config, searches)
+
+    monkeypatch.setattr(driver, "_place", place)
+    g = _projection_block(np.random.default_rng(5500), 16, 56, 96, 24)
+    program = compile_model(load_bytes(g.serialize()), load_config("edge-256"))
+    assert calls == [False, True]
+    assert [layer.ops for layer in program.layers] == [
+        ["CONV2D", "RESCALE"], ["RESCALE", "RESCALE", "ADD", "RESCALE"]]
