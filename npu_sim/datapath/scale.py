@@ -77,6 +77,19 @@ def apply_scale_32(value, multiplier, shift, double_round: bool = False,
     caller's responsibility: violating inputs are unpredictable in TOSA.
     """
     v = np.asarray(value, dtype=np.int64)
+    if np.ndim(multiplier) == 0 and np.ndim(shift) == 0:
+        # One multiplier and shift (a per-tensor RESCALE): Python ints, no arrays of them,
+        # as most calls are on one tile each. The same int64 arithmetic as below.
+        m, s = int(multiplier), int(shift)
+        if 2 <= s <= 62 and 0 <= m < 1 << 31 and not (double_round and s > 31):
+            rnd = 1 << (s - 1)
+            if value_bound is None or value_bound * m + rnd >= 1 << 63:
+                value_bound = _abs_bound(v)
+            if value_bound * m + rnd < 1 << 63:
+                r = v * m
+                r += rnd
+                r >>= s
+                return r
     m = np.asarray(multiplier, dtype=np.int64)
     s = np.asarray(shift, dtype=np.int64)
     rnd = np.left_shift(np.int64(1), s - 1)
