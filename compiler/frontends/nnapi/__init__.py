@@ -12,7 +12,7 @@ from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 from npu_sim.compiler.ir import Graph
 
 from ..tflite import BUILTINS, FLOAT_BUILTINS
-from ..tflite.context import FLOATS, Lowering
+from ..tflite.context import FLOATS, Lowering, float_checked
 from . import layout_ops as lay
 from . import control, logical, norm_ops, ops
 from .ops import FLOAT_TENSORS
@@ -160,13 +160,10 @@ def _lower(sg: Subgraph, t: Translator, source: str, region: bool = False) -> Gr
         try:
             floating = any(tfl.tensors[k].dtype in FLOATS for k in op.inputs[:1] + op.outputs)
             lower = (FLOAT_BUILTINS.get(op.op) if floating else None) or LOWERINGS[op.op]
-            with np.errstate(over="raise", divide="raise", invalid="raise"):
+            with float_checked():
                 lower(L)
         except NpuSimError as exc:
             raise type(exc)(f"{label}: {exc}") from None
-        except FloatingPointError as exc:     # extreme (valid) scales: no numpy warnings leak
-            raise UnsupportedError(f"{label}: its quantization parameters overflow float "
-                                   f"arithmetic ({exc})") from None
         except (ValueError, IndexError, KeyError, TypeError, OverflowError,
                 ZeroDivisionError) as exc:
             raise ModelError(f"{label} is malformed ({type(exc).__name__}: {exc})") from None

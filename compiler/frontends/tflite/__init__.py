@@ -4,14 +4,12 @@ and float16 builtins, and the QUANTIZE/DEQUANTIZE at a float-edged model's edges
 and fp16 operators (floats.py). Graph inputs and outputs keep their TFLite names, dtypes and shapes."""
 from __future__ import annotations
 
-import numpy as np
-
 from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 
 from npu_sim.compiler.ir import Graph
 
 from . import elementwise, floats, fmath, layout, mac, norms, pool, reduce, softmax, unary
-from .context import FLOATS, Lowering
+from .context import FLOATS, Lowering, float_checked
 from .reader import read_model
 
 INPUT_TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "FLOAT32": "fp32",
@@ -66,11 +64,8 @@ def _lower(model, source: str) -> Graph:
         L.op = op
         L.b.where = f"tfl{op.index}_{op.op.lower()}"
         try:
-            with np.errstate(over="raise", divide="raise", invalid="raise"):
+            with float_checked(f"operator #{op.index} {op.op}"):
                 lower(L)
-        except FloatingPointError as exc:   # extreme (valid) scales: no numpy warnings leak
-            raise UnsupportedError(f"operator #{op.index} {op.op}: its quantization parameters "
-                                   f"overflow float arithmetic ({exc})") from None
         except (ValueError, IndexError, KeyError, TypeError, OverflowError, ZeroDivisionError) as exc:
             # a parseable but inconsistent operator (input count, shapes, options)
             raise ModelError(f"operator #{op.index} {op.op} is malformed "

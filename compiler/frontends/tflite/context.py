@@ -2,6 +2,8 @@
 TFLite arithmetic that turns scales into TOSA RESCALE parameters."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from npu_sim.compiler.ir import Operator
@@ -16,6 +18,18 @@ TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "BOOL": "bool", "FL
 FLOATS = {"FLOAT32": "fp32", "FLOAT16": "fp16"}
 _ACT_RANGE = {1: (0.0, None), 2: (-1.0, 1.0), 3: (0.0, 6.0)}     # RELU, RELU_N1_TO_1, RELU6
 FLT_MAX = float(np.finfo(np.float32).max)
+
+
+@contextmanager
+def float_checked(label: str = ""):
+    """Run a lowering with numpy's float errors raised: extreme (valid) quantization scales
+    give UnsupportedError (its message after `label: `), and no numpy warning leaks."""
+    try:
+        with np.errstate(over="raise", divide="raise", invalid="raise"):
+            yield
+    except FloatingPointError as exc:
+        why = f"its quantization parameters overflow float arithmetic ({exc})"
+        raise UnsupportedError(f"{label}: {why}" if label else why) from None
 
 
 class Lowering:
