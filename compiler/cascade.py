@@ -356,14 +356,14 @@ def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: 
         except DoesNotFitError:     # the convs' inputs, alive until the chains, do not fit
             break
         worse = {step.output for at, step in enumerate(fused) if step.output in apart
-                 and not _estimate(trial[0], trial[1], step, at) < apart[step.output]}
+                 and not step_estimate(trial[0], trial[1], step, at) < apart[step.output]}
         if not worse:
             return fused, trial
         refused |= worse
     return steps, placed
 
 
-def _estimate(placement, lowering, step: Step, at: int) -> float:
+def step_estimate(placement, lowering, step: Step, at: int) -> float:
     """The tiler's estimate of `step` as step `at` of the placement (inf: no plan fits)."""
     try:
         plan = lowering.plan(step, placement.workspaces[at][1])[3]
@@ -391,9 +391,9 @@ def _estimated_gains(graph: Graph, steps: list[Step], resident: int, placement, 
                     or not _chain_reads(graph, step, name) \
                     or not _cascadable(graph, steps[conv], step, resident):
                 continue
-            apart = _estimate(placement, lowering, steps[conv], conv) \
-                + _estimate(placement, lowering, step, at)
-            fused = _estimate(placement, lowering,
+            apart = step_estimate(placement, lowering, steps[conv], conv) \
+                + step_estimate(placement, lowering, step, at)
+            fused = step_estimate(placement, lowering,
                               dataclasses.replace(step, producer=steps[conv]), at)
             if fused < apart and (best is None or apart - fused > best[0]):
                 best = (apart - fused, conv, apart)

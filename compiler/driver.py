@@ -12,8 +12,9 @@ from npu_sim.isa.dtypes import STORAGE, itemsize
 from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
+from .batch_split import split_batches
 from .buffering import plan_buffering
-from .cascade import cascade_by_estimate, fuse_producers
+from .cascade import cascade_by_estimate, fuse_producers, step_estimate
 from .emit import CommandLimit, HoistingEmitter
 from .fold import fold_constants, remove_noop_reshapes
 from .ir import Graph, Tensor
@@ -28,6 +29,10 @@ from .validate import validate
 # as soon as it does: compiling and simulating it would take minutes and gigabytes
 # (bench/bounded_compile.py measures the worst case the README states).
 MAX_COMMANDS = 80_000
+# A batch split (compiler/batch_split.py) is kept where its pipeline's estimate saves at least
+# this share of what the region costs apart: the estimates leave out what the copies add
+# beside their steps (each loads its small constants again, queued behind other transfers).
+SPLIT_GAIN = 0.3
 
 def resident_share(config) -> int:
     """Bytes of the on-chip buffer that tensors living across steps may take: the config's
@@ -42,16 +47,17 @@ def _out_channels(graph: Graph, step: Step) -> int:
     return graph.tensors[step.main.outputs[0]].shape[-1]
 
 
-def _add_stage_table(graph: Graph, step: Step):
-    """Pack bias, rescale multiplier and shift per output channel into one constant table."""
+def _add_stage_table(graph: Graph, step: Step, tables: dict):
+    """Pack bias, rescale multiplier and shift per output channel into one constant table;
+    steps whose tables are identical (the heads of a split attention) share one (`tables`:
+    contents -> name), so it is loaded or staged once."""
     oc = _out_channels(graph, step)
     out_dtype = graph.tensors[step.main.outputs[0]].dtype
     if "array_acc" in step.main.attrs:      # a float layer: its bias in out_t, no rescale
         table = np.zeros((oc, 3), dtype=STORAGE[out_dtype])
         if step.main.op != "MATMUL":
             table[:, 0] = np.broadcast_to(graph.const(step.main.inputs[2]).reshape(-1), (oc,))
-        name = stage_table_name(step)
-        graph.tensors[name] = Tensor(name, (oc, 3), out_dtype, table)
+        _share_table(graph, step, table, out_dtype, tables)
         return
     wide = out_dtype == "int48"
     table = np.zeros((oc, 3), dtype=np.int64 if wide else np.int32)
@@ -60,8 +66,16 @@ def _add_stage_table(graph: Graph, step: Step):
     if step.rescale is not None:
         for col, name in ((1, step.rescale.inputs[1]), (2, step.rescale.inputs[2])):
             table[:, col] = np.broadcast_to(graph.const(name).reshape(-1), (oc,))
-    name = stage_table_name(step)
-    graph.tensors[name] = Tensor(name, (oc, 3), "int48" if wide else "int32", table)
+    _share_table(graph, step, table, "int48" if wide else "int32", tables)
+
+
+def _share_table(graph: Graph, step: Step, table: np.ndarray, dtype: str, tables: dict):
+    key = (dtype, table.shape, table.tobytes())
+    if key in tables:
+        step.stage_table = tables[key]
+        return
+    name = tables[key] = stage_table_name(step)
+    graph.tensors[name] = Tensor(name, table.shape, dtype, table)
 
 
 def macs_of(graph: Graph, step: Step) -> int:
@@ -159,17 +173,24 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
     fold_constants(graph)
     remove_noop_reshapes(graph)
     resident = resident_share(config)
-    steps = fuse_producers(graph, plan_steps(graph), resident, config.sram.size - resident)
-    _check_precision(graph, steps, config.mac_array)
-    for step in steps:
-        if step.kind == "mac":
-            _add_stage_table(graph, step)
-        if step.producer and step.producer.kind == "mac":
-            _add_stage_table(graph, step.producer)
-    placed = _place(graph, steps, config)
+    trial = graph.copy()            # before the steps' stage tables are added to `graph`
+    steps, placed = _steps_placed(graph, config, resident)
+    pipelined = split_batches(trial, resident)
+    if pipelined:
+        try:
+            split_steps, split_placed = _steps_placed(trial, config, resident, pipelined)
+        except DoesNotFitError:
+            pipelined = frozenset()
+        else:
+            apart = _estimate(steps, placed)[0]
+            pipelined_total, rest = _estimate(split_steps, split_placed)
+            if pipelined_total < apart - SPLIT_GAIN * (apart - rest):
+                graph, steps, placed = trial, split_steps, split_placed
+            else:
+                pipelined = frozenset()
     fused, fused_placed = cascade_by_estimate(
         graph, steps, resident, placed,
-        lambda candidate: _place(graph, candidate, config, placed[1]))
+        lambda candidate: _place(graph, candidate, config, placed[1], pipelined))
     try:
         return _program(graph, config, model_name, fused, fused_placed)
     except (CommandLimit, DoesNotFitError) as failure:
@@ -183,6 +204,35 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
         return _program(graph, config, model_name, steps, placed)
     except CommandLimit as limit:
         raise _too_many(limit, config) from None
+
+
+def _steps_placed(graph: Graph, config, resident: int, pipelined=frozenset()):
+    """The graph's steps, with their stage tables, and where they are placed (_place())."""
+    steps = fuse_producers(graph, plan_steps(graph), resident, config.sram.size - resident)
+    _check_precision(graph, steps, config.mac_array)
+    tables: dict = {}
+    for step in steps:
+        if step.kind == "mac":
+            _add_stage_table(graph, step, tables)
+        if step.producer and step.producer.kind == "mac":
+            _add_stage_table(graph, step.producer, tables)
+    return steps, _place(graph, steps, config, None, pipelined)
+
+
+def _estimate(steps: list[Step], placed) -> tuple[float, float]:
+    """(the steps' time, that of those outside pipelines) by the tiler's estimates: one step
+    after another, but a pipeline's steps (compiler/batch_split.py) in the time of its
+    busier engine's share."""
+    placement, lowering, _ = placed
+    rest, engines = 0.0, {"mac": 0.0, "vector": 0.0}
+    for i, step in enumerate(steps):
+        if step.kind in engines:
+            cycles = step_estimate(placement, lowering, step, i)
+            if step.output in placement.pipelined:
+                engines[step.kind] += cycles
+            else:
+                rest += cycles
+    return rest + max(engines.values()), rest
 
 
 def _too_many(limit: CommandLimit, config) -> DoesNotFitError:
@@ -254,14 +304,15 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
               "output_dtypes": {n: graph.tensors[n].dtype for n in graph.outputs}})
 
 
-def _place(graph: Graph, steps: list[Step], config, searches: Lowering | None = None):
+def _place(graph: Graph, steps: list[Step], config, searches: Lowering | None = None,
+           pipelined: frozenset[str] = frozenset()):
     """(placement, lowering, emitter) of `steps`: where each tensor lives and how steps are
     tiled there (reusing the tile searches of `searches`, a lowering of the same graph)."""
     memories = list(config.memories)
     placement = Placement(graph, steps, memories, config.placement.weights,
                           config.placement.feature_maps, config.sram.size,
                           resident_share(config),
-                          {n: m.size for n, m in config.memories.items()})
+                          {n: m.size for n, m in config.memories.items()}, pipelined)
 
     def memory_cost(mem: int) -> float:
         """DMA cycles per byte from memory `mem` (0: on chip, free for the search)."""

@@ -36,8 +36,10 @@ class Location:
 
 class Placement:
     def __init__(self, graph: Graph, steps: list[Step], memories: list[str], weights_mem: str,
-                 fm_mem: str, onchip_size: int, resident_size: int, memory_sizes: dict):
+                 fm_mem: str, onchip_size: int, resident_size: int, memory_sizes: dict,
+                 pipelined: frozenset[str] = frozenset()):
         self.graph = graph
+        self.pipelined = pipelined      # tensors of pipelined copies (compiler/batch_split.py)
         self.memories = memories
         self.weights_id = memories.index(weights_mem) + 1
         self.fm_id = memories.index(fm_mem) + 1
@@ -253,6 +255,7 @@ class Placement:
                 producer_kind.setdefault(r, step.kind)
                 first_def.setdefault(r, i)
         self._produced = set(first_def)
+        _overlapped(steps, last_use, self.pipelined)
         end = len(steps)
         pinned = {self.root(n) for n in g.inputs + g.outputs}
         for n in g.outputs:
@@ -430,3 +433,17 @@ class Placement:
                 packs[lead][at:at + data.nbytes] = data.tobytes()
         for lead, data in packs.items():
             yield self.weights_id, self.loc[lead].addr, bytes(data)
+
+
+def _overlapped(steps, last_use: dict, pipelined) -> None:
+    """Keep each tensor of a pipeline that the array or the vector unit reads last until that
+    engine's next step: the other engine's steps before it run meanwhile, and one of them
+    writing over the tensor would have to wait for the reader to finish."""
+    following, after = {}, [len(steps)] * len(steps)
+    for i in range(len(steps) - 1, -1, -1):
+        after[i] = following.get(steps[i].kind, len(steps))
+        following[steps[i].kind] = i
+    for name, i in last_use.items():
+        if name in pipelined and 0 <= i < len(steps) and steps[i].kind in ("mac", "vector") \
+                and after[i] < len(steps):
+            last_use[name] = max(i, after[i] - 1)

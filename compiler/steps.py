@@ -34,6 +34,8 @@ class Step:
     # A conv computed tile by tile into main's data input, which then never exists in memory
     # (compiler/cascade.py).
     producer: Step | None = None
+    # its per-channel stage table, where another MAC step's identical one serves it too
+    stage_table: str | None = None
 
     @property
     def output(self) -> str:
@@ -73,7 +75,7 @@ class HostOutputStep(Step):
 
 def stage_table_name(step: Step) -> str:
     """The per-output-channel [bias, multiplier, shift] table of a MAC step."""
-    return f"{step.output}::stage"
+    return step.stage_table or f"{step.output}::stage"
 
 
 def _kind(op: Operator) -> str:

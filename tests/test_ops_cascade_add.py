@@ -226,7 +226,7 @@ def test_estimate_keeps_no_cascade_that_loses_once_placed(monkeypatch):
     neighbours'), still beats the two apart: here its estimate there is made to fail, and
     after one retry without it the program keeps the conv apart."""
     from npu_sim.compiler import cascade
-    real, placements, fused = cascade._estimate, [], []
+    real, placements, fused = cascade.step_estimate, [], []
 
     def estimate(placement, lowering, step, at):
         if not placements:
@@ -237,7 +237,7 @@ def test_estimate_keeps_no_cascade_that_loses_once_placed(monkeypatch):
                 return float("inf")
         return real(placement, lowering, step, at)
 
-    monkeypatch.setattr(cascade, "_estimate", estimate)
+    monkeypatch.setattr(cascade, "step_estimate", estimate)
     g = _projection_block(np.random.default_rng(5500), 16, 56, 96, 24)
     program = compile_model(load_bytes(g.serialize()), load_config("edge-256"))
     assert fused == [True, False]           # chosen where first placed, refused placed anew
@@ -282,11 +282,11 @@ def test_cascade_left_apart_where_the_fused_steps_do_not_fit_placed_anew(monkeyp
     from npu_sim.compiler import driver
     real, calls = driver._place, []
 
-    def place(graph, steps, config, searches=None):
+    def place(graph, steps, config, searches=None, pipelined=frozenset()):
         calls.append(any(step.producer is not None for step in steps))
         if calls[-1]:
             raise DoesNotFitError("the fused steps' feature maps do not fit")
-        return real(graph, steps, config, searches)
+        return real(graph, steps, config, searches, pipelined)
 
     monkeypatch.setattr(driver, "_place", place)
     g = _projection_block(np.random.default_rng(5500), 16, 56, 96, 24)

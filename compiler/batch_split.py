@@ -1,0 +1,281 @@
+"""Batch splitting: attention computed head by head, so the MAC array and the vector unit overlap.
+
+A transformer's attention is a region of operators that never mixes its heads (the batch axis
+of its MATMULs): scores = Q K^T, the softmax (REDUCE_MAX, SUB, an exp TABLE, REDUCE_SUM, a
+reciprocal, MUL), context = probabilities V. Compiled whole, each of its steps is one pass over
+every head (BERT-base: 12 x 128 x 128 scores, and 786 KB of int32 exponentials that push the
+scores and probabilities off chip on a 1 MiB buffer), and the steps run one after another, so
+the array idles through the softmax and the vector unit through the MATMULs.
+
+Split into one copy of the region per head (its inputs sliced along the batch axis, its
+outputs concatenated back), each head's tensors are small enough to stay on chip, and the
+copies are ordered as a software pipeline: head h + 1's scores are computed before head h's
+context, so the array works on the next head while the vector unit runs this one's softmax.
+Each head's operators compute exactly what the whole region computed for that head, so the
+results are bit-identical.
+
+A region is split where its tensors do not fit in the resident share of the buffer whole but
+one head's do, and the compiler (compiler/driver.py) keeps the split only where the tiler's
+estimates, the pipeline's steps counted at its busier engine's share, save SPLIT_GAIN of what
+the region costs apart: the copies also load their small constants (tables, stage tables)
+once a head, which the estimates do not weigh.
+"""
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from npu_sim.isa.dtypes import STORAGE
+from npu_sim.isa.operators import DATA, ELEMENTWISE, OPERATORS
+
+from .ir import Graph, Operator, Tensor
+
+# Operators that compute each entry of a batch axis from that entry alone (a REDUCE only
+# along another axis): a region of them splits along it.
+_LOCAL = frozenset(ELEMENTWISE) | {"RESCALE", "TABLE", "MATMUL"}
+
+
+def split_batches(graph: Graph, resident: int) -> set[str]:
+    """Split every batch-local region seeded by a batched MATMUL whose tensors do not all fit
+    in the `resident` bytes of the on-chip buffer at once but one batch entry's do (where
+    everything fits, the steps need no splitting to stay on chip; where one entry's tensors
+    do not fit either, splitting only multiplies the steps). Returns the names of the copies'
+    tensors: compiler/placement.py keeps each until its reading engine's next step, so the
+    other engine's steps of the pipeline never wait to write over it."""
+    pipelined: set[str] = set()
+    seen: set[int] = set()
+    for op in list(graph.operators):
+        if op.op != "MATMUL" or id(op) in seen:
+            continue
+        region = _region(graph, op)
+        if region is None or not _vector_work(region):
+            continue
+        seen |= {id(o) for o in region}
+        batch = graph.tensors[op.outputs[0]].shape[0]
+        if _peak_bytes(graph, region, batch, batch) <= resident or \
+                _peak_bytes(graph, region, batch, 1) > resident:
+            continue
+        pipelined |= _split(graph, region, batch)
+    return pipelined
+
+
+def _peak_bytes(graph: Graph, region: list[Operator], batch: int, entries: int) -> int:
+    """The most bytes of the region's tensors alive at once, its operators run in order (its
+    inputs from the start, each result until its last reader), for `entries` of its `batch`
+    entries (a tensor of the batch holds that share of its bytes; a broadcast one all)."""
+    made = {o.outputs[0] for o in region}
+    last: dict[str, int] = {}
+    for i, op in enumerate(region):
+        for name in _data(op):
+            last[name] = i
+    size = {}
+    for name in list(last) + list(made):
+        t = graph.tensors[name]
+        size[name] = t.nbytes * entries // batch if t.shape[0] == batch else t.nbytes
+    live = sum(size[n] for n in last if n not in made)
+    peak = live
+    for i, op in enumerate(region):
+        live += size[op.outputs[0]]
+        peak = max(peak, live)
+        for name in set(_data(op)):
+            if last.get(name) == i:
+                live -= size[name]
+        if op.outputs[0] not in last:
+            live -= size[op.outputs[0]]
+    return peak
+
+
+def _vector_work(region: list[Operator]) -> bool:
+    """Whether the region has work for the vector unit beside the array's (a MATMUL's own
+    RESCALE and CLAMP run in the array's output stage): without it there is nothing to
+    overlap, and the tiler splits a batched MATMUL by itself."""
+    array_outputs = {o.outputs[0] for o in region if o.op == "MATMUL"}
+    for op in region:
+        if op.op == "MATMUL":
+            continue
+        if op.op in ("RESCALE", "CLAMP") and op.inputs[0] in array_outputs:
+            array_outputs.add(op.outputs[0])
+            continue
+        return True
+    return False
+
+
+def _data(op: Operator) -> list[str]:
+    return OPERATORS[op.op].bound(op.inputs, DATA)
+
+
+def _local(graph: Graph, op: Operator, batch: int) -> bool:
+    if op.op not in _LOCAL and not (op.op.startswith("REDUCE_") and op.attrs.get("axis") != 0):
+        return False
+    if op.is_variable_access or len(op.outputs) != 1:
+        return False
+    shape = graph.tensors[op.outputs[0]].shape
+    return len(shape) >= 2 and shape[0] == batch
+
+
+def _region(graph: Graph, seed: Operator) -> list[Operator] | None:
+    """The operators reachable from `seed` through batch-local operators, in graph order, or
+    None where the region does not qualify (a batch of one, an input of another batch size,
+    or an operator outside it between two of its own)."""
+    batch = graph.tensors[seed.outputs[0]].shape[0]
+    if batch < 2:
+        return None
+    consumers = graph.consumers()
+    members, frontier = {id(seed): seed}, [seed]
+    while frontier:
+        op = frontier.pop()
+        for user in consumers.get(op.outputs[0], []):
+            if id(user) not in members and _local(graph, user, batch):
+                members[id(user)] = user
+                frontier.append(user)
+    made = {o.outputs[0] for o in members.values()}
+    for op in members.values():
+        for name in _data(op):
+            t = graph.tensors[name]
+            if name not in made and (len(t.shape) != len(graph.tensors[op.outputs[0]].shape)
+                                     or t.shape[0] not in (1, batch)):
+                return None
+    if _reenters(graph, members, made, consumers):
+        return None
+    position = {id(o): i for i, o in enumerate(graph.operators)}
+    return sorted(members.values(), key=lambda o: position[id(o)])
+
+
+def _reenters(graph: Graph, members: dict, made: set, consumers: dict) -> bool:
+    """Whether a path leaves the region and comes back into it (the region's outputs would
+    then be needed before its copies all ran)."""
+    outside = [u for name in made for u in consumers.get(name, []) if id(u) not in members]
+    seen = set()
+    while outside:
+        op = outside.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        for name in op.outputs:
+            for user in consumers.get(name, []):
+                if id(user) in members:
+                    return True
+                outside.append(user)
+    return False
+
+
+def _split(graph: Graph, region: list[Operator], batch: int) -> set[str]:
+    """Replace the region by one copy per batch entry; returns the copies' tensors."""
+    made = {o.outputs[0] for o in region}
+    new_ops: list[Operator] = []
+    where = region[0]
+
+    def tensor(name: str, shape, dtype: str, data=None) -> str:
+        graph.tensors[name] = Tensor(name, tuple(int(d) for d in shape), dtype, data)
+        return name
+
+    def shape_const(name: str, values) -> str:
+        tensor(name, (len(values),), "shape", np.asarray(values, np.int64))
+        new_ops.append(Operator("CONST_SHAPE", [], [name], location=where.location,
+                                index=where.index))
+        return name
+
+    entries: dict[str, list[str]] = {}       # an outside tensor of the batch -> its slices
+    for op in region:
+        for name in _data(op):
+            t = graph.tensors[name]
+            if name in made or name in entries or t.shape[0] != batch:
+                continue
+            rest = t.shape[1:]
+            size = shape_const(f"{name}::head_size", (1, *rest))
+            parts = []
+            for h in range(batch):
+                part = tensor(f"{name}::head{h}", (1, *rest), t.dtype)
+                if t.is_const:
+                    graph.tensors[part].data = np.ascontiguousarray(
+                        t.data[h:h + 1], dtype=STORAGE[t.dtype])
+                    new_ops.append(Operator("CONST", [], [part], location=where.location,
+                                            index=where.index))
+                else:
+                    start = shape_const(f"{name}::head{h}_start", (h,) + (0,) * len(rest))
+                    new_ops.append(Operator("SLICE", [name, start, size], [part],
+                                            location=where.location, index=where.index))
+                parts.append(part)
+            entries[name] = parts
+
+    copies = []
+    for h in range(batch):
+        ops = []
+        for op in region:
+            inputs = [f"{n}::head{h}" if n in made else entries[n][h] if n in entries else n
+                      for n in op.inputs]
+            out = graph.tensors[op.outputs[0]]
+            name = tensor(f"{out.name}::head{h}", (1, *out.shape[1:]), out.dtype)
+            ops.append(Operator(op.op, inputs, [name], dict(op.attrs), op.location, op.index))
+        copies.append(ops)
+    new_ops += _pipelined(copies)
+
+    consumers = graph.consumers()
+    inside = {id(o) for o in region}
+    for name in made:
+        if name in graph.outputs or any(id(u) not in inside for u in consumers.get(name, [])):
+            new_ops.append(Operator("CONCAT", [f"{name}::head{h}" for h in range(batch)],
+                                    [name], {"axis": 0}, where.location, where.index))
+    _replace(graph, region, new_ops)
+    return {o.outputs[0] for ops in copies for o in ops} | {
+        p for parts in entries.values() for p in parts}
+
+
+def _pipelined(copies: list[list[Operator]]) -> list[Operator]:
+    """The copies' operators in a software pipeline: the next copy's first MATMUL (with the
+    RESCALE of its output) before this copy's softmax and context, so the array computes the
+    next head's scores while the vector unit runs this one's softmax. The step order is also
+    what the buffers' lifetimes follow: the next head's scores then never take the room of
+    this head's softmax, which would make the array wait for the vector unit."""
+    heads = []
+    for ops in copies:
+        first = next(i for i, o in enumerate(ops) if o.op == "MATMUL") + 1
+        while first < len(ops) and ops[first].op in ("RESCALE", "CLAMP") and \
+                ops[first].inputs[0] == ops[first - 1].outputs[0]:
+            first += 1
+        heads.append((ops[:first], ops[first:]))
+    order = list(heads[0][0])
+    for h, (_, rest) in enumerate(heads):
+        if h + 1 < len(heads):
+            order += heads[h + 1][0]
+        order += rest
+    return order
+
+
+def _replace(graph: Graph, region: list[Operator], new_ops: list[Operator]) -> None:
+    """Put `new_ops` in place of the region, at its last operator, and order the operators
+    topologically, keeping their order wherever it already allows."""
+    gone = {id(o) for o in region}
+    last = region[-1]
+    ops: list[Operator] = []
+    for op in graph.operators:
+        if op is last:
+            ops += new_ops
+        elif id(op) not in gone:
+            ops.append(op)
+    made = {}
+    for i, op in enumerate(ops):
+        for name in op.outputs:
+            made[name] = i
+    waits = [0] * len(ops)
+    users: dict[int, list[int]] = {}
+    for i, op in enumerate(ops):
+        for name in set(op.inputs):
+            j = made.get(name)
+            if j is not None and j != i:
+                waits[i] += 1
+                users.setdefault(j, []).append(i)
+    ready = [i for i in range(len(ops)) if not waits[i]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(ops[i])
+        for k in users.get(i, []):
+            waits[k] -= 1
+            if not waits[k]:
+                heapq.heappush(ready, k)
+    if len(order) != len(ops):      # _region() refuses regions a path leaves and re-enters
+        raise AssertionError("batch split: the operators no longer form a DAG")
+    graph.operators = order

@@ -1,0 +1,132 @@
+"""Attention split head by head (compiler/batch_split.py): where a transformer's attention
+does not stay on chip whole but one head's tensors do, each head gets its own copy of the
+region, pipelined so the array computes the next head's scores while the vector unit runs
+this one's softmax. Bit-exact against the reference model, faster than the region whole, and
+left whole where it fits, where a head does not fit, or where the estimate gains too little."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tosa_serializer as ts
+
+from npu_sim import api, zoo
+from npu_sim.compiler import batch_split, driver, placement
+from npu_sim.compiler.loader import load_bytes
+from npu_sim.config import parse_overrides
+from oracle import DType, GraphBuilder, run_reference
+from ops_sim_support import _attr, scalar
+
+# 64 tokens, 4 heads of 32: the attention's tensors take about 110 KB whole, 28 KB a head
+ENCODER = dict(tokens=64, d_model=128, heads=4, d_ff=256, layers=1)
+
+
+@pytest.fixture(scope="module")
+def encoder() -> bytes:
+    return zoo.build("transformer", **ENCODER)[0]
+
+
+def _config(sram: str):
+    return api.load_config("default").with_overrides(parse_overrides([f"sram.size={sram}"]))
+
+
+def _compile(tosa: bytes, cfg):
+    return api.compile_model(load_bytes(tosa, "net.tosa"), cfg, use_cache=False)
+
+
+def _heads(program) -> int:
+    return sum("::head" in layer.name for layer in program.layers)
+
+
+def test_a_spilling_attention_is_split_bit_exact_and_faster(encoder, monkeypatch):
+    cfg = _config("64KiB")
+    program = _compile(encoder, cfg)
+    assert _heads(program) == 4 * 9          # every operator of the region, once a head
+    inputs = api.random_inputs(program, seed=3)
+    split = api.simulate(program, cfg, inputs)
+    names = [b.name for b in program.outputs]
+    expected = run_reference(encoder, inputs, names)
+    for name in names:
+        np.testing.assert_array_equal(split.outputs[name], expected[name])
+    monkeypatch.setattr(driver, "split_batches", lambda graph, resident: frozenset())
+    whole = _compile(encoder, cfg)
+    assert _heads(whole) == 0
+    assert split.report.cycles < 0.95 * api.simulate(whole, cfg, timing_only=True).report.cycles
+
+
+def test_the_heads_overlap_on_the_two_engines(encoder):
+    """Some head's MATMUL runs while the vector unit runs another head's softmax."""
+    cfg = _config("64KiB")
+    program = _compile(encoder, cfg)
+    sim = api.simulate(program, cfg, timing_only=True).sim
+    heads = {i for i, layer in enumerate(program.layers) if "::head" in layer.name}
+    spans = {unit: [(sim.start[c.id], sim.end[c.id]) for c in program.commands
+                    if c.layer in heads and getattr(c, "unit", None) == unit]
+             for unit in ("mac", "vector")}
+    assert any(a < d and c < b for a, b in spans["mac"] for c, d in spans["vector"])
+
+
+def test_pipelined_buffers_wait_for_their_engine(monkeypatch):
+    """Kept until their reader's engine moves on, the heads' buffers are not written over by
+    the other engine's steps meanwhile, which would make the array wait for the vector unit
+    (or the reverse): without that the same split runs slower (8 heads on 128 KiB; where
+    the buffer is tighter still, keeping them longer can cost more room than it saves)."""
+    tosa = zoo.build("transformer", tokens=64, d_model=256, heads=8, d_ff=512, layers=1)[0]
+    cfg = _config("128KiB")
+    program = _compile(tosa, cfg)
+    assert _heads(program) > 0
+    kept = api.simulate(program, cfg, timing_only=True).report.cycles
+    monkeypatch.setattr(placement, "_overlapped", lambda *args: None)
+    assert api.simulate(_compile(tosa, cfg), cfg, timing_only=True).report.cycles > kept
+
+
+@pytest.mark.parametrize("sram", ["1MiB", "16KiB"])
+def test_left_whole_where_it_fits_or_a_head_does_not(encoder, sram):
+    """On 1 MiB the whole attention stays on chip; on 16 KiB (8 KiB resident) not even one
+    head's tensors do: either way splitting would only multiply the steps."""
+    assert _heads(_compile(encoder, _config(sram))) == 0
+
+
+def test_left_whole_where_the_estimate_gains_too_little(encoder, monkeypatch):
+    """On 128 KiB the region spills a little: the pipeline's estimate saves less than
+    SPLIT_GAIN of it, and the split, forced, is slower in the simulator too."""
+    cfg = _config("128KiB")
+    whole = _compile(encoder, cfg)
+    assert _heads(whole) == 0
+    monkeypatch.setattr(driver, "SPLIT_GAIN", -1.0)
+    forced = _compile(encoder, cfg)
+    assert _heads(forced) > 0
+    assert api.simulate(forced, cfg, timing_only=True).report.cycles > \
+        api.simulate(whole, cfg, timing_only=True).report.cycles
+
+
+def _region_of(ops_builder) -> list | None:
+    graph = load_bytes(ops_builder.serialize(), "g.tosa")
+    seed = next(o for o in graph.operators if o.op == "MATMUL")
+    return batch_split._region(graph, seed)
+
+
+def test_a_region_that_leaves_and_comes_back_is_not_split():
+    """A batched MATMUL, its rows' maximum and the difference from it form a region; with the
+    maximum also going through a TRANSPOSE (outside the region) into the difference, the
+    region would need its own output before its copies ran: it is not split."""
+    rng = np.random.default_rng(7)
+    for reenter in (False, True):
+        g = GraphBuilder()
+        a = g.tensor([4, 8, 16], DType.INT8, rng.integers(-50, 50, (4, 8, 16)).astype(np.int8))
+        b = g.tensor([4, 16, 8], DType.INT8, rng.integers(-50, 50, (4, 16, 8)).astype(np.int8))
+        zero = scalar(g, 0, DType.INT8)
+        scores = g.intermediate([4, 8, 8], DType.INT32)
+        g.op("MATMUL", [a, b, zero, zero], [scores])
+        top = g.intermediate([4, 8, 1], DType.INT32)
+        g.op("REDUCE_MAX", [scores], [top], _attr("ReduceMaxAttribute", 2, ts.NanPropagationMode.PROPAGATE))
+        other = top
+        if reenter:
+            other = g.intermediate([4, 8, 1], DType.INT32)
+            g.op("TRANSPOSE", [top], [other], _attr("TransposeAttribute", [0, 1, 2]))
+        out = g.output([4, 8, 8], DType.INT32)
+        g.op("SUB", [scores, other], [out])
+        region = _region_of(g)
+        if reenter:
+            assert region is None
+        else:
+            assert [o.op for o in region] == ["MATMUL", "REDUCE_MAX", "SUB"]
