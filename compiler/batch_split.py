@@ -31,20 +31,28 @@ from npu_sim.isa.operators import DATA, ELEMENTWISE, OPERATORS
 
 from .ir import Graph, Operator, Tensor
 
+class _NotADag(Exception):
+    """The operators with a region's copies in place would depend on each other in a cycle."""
+
+
 # Operators that compute each entry of a batch axis from that entry alone (a REDUCE only
 # along another axis): a region of them splits along it.
 _LOCAL = frozenset(ELEMENTWISE) | {"RESCALE", "TABLE", "MATMUL"}
 
 
-def split_batches(graph: Graph, resident: int) -> set[str]:
+def split_batches(graph: Graph, resident: int) -> frozenset[str]:
     """Split every batch-local region seeded by a batched MATMUL whose tensors do not all fit
     in the `resident` bytes of the on-chip buffer at once but one batch entry's do (where
     everything fits, the steps need no splitting to stay on chip; where one entry's tensors
     do not fit either, splitting only multiplies the steps). Returns the names of the copies'
     tensors: compiler/placement.py keeps each until its reading engine's next step, so the
-    other engine's steps of the pipeline never wait to write over it."""
+    other engine's steps of the pipeline never wait to write over it. A graph with variables
+    is left whole: their reads and writes are ordered by the operators' order alone."""
+    if any(op.is_variable_access for op in graph.operators):
+        return frozenset()
     pipelined: set[str] = set()
     seen: set[int] = set()
+    sliced: dict[str, list[str]] = {}       # an input of a region -> its slices, made once
     for op in list(graph.operators):
         if op.op != "MATMUL" or id(op) in seen:
             continue
@@ -56,8 +64,11 @@ def split_batches(graph: Graph, resident: int) -> set[str]:
         if _peak_bytes(graph, region, batch, batch) <= resident or \
                 _peak_bytes(graph, region, batch, 1) > resident:
             continue
-        pipelined |= _split(graph, region, batch)
-    return pipelined
+        try:
+            pipelined |= _split(graph, region, batch, sliced)
+        except _NotADag:            # (cannot happen: _region() checks) the split is dropped
+            return frozenset()
+    return frozenset(pipelined)
 
 
 def _peak_bytes(graph: Graph, region: list[Operator], batch: int, entries: int) -> int:
@@ -106,7 +117,9 @@ def _data(op: Operator) -> list[str]:
 
 
 def _local(graph: Graph, op: Operator, batch: int) -> bool:
-    if op.op not in _LOCAL and not (op.op.startswith("REDUCE_") and op.attrs.get("axis") != 0):
+    """Whether `op` computes each entry of a batch of `batch` from that entry alone: its one
+    output keeps the batch axis (a REDUCE over it would not)."""
+    if op.op not in _LOCAL and not op.op.startswith("REDUCE_"):
         return False
     if op.is_variable_access or len(op.outputs) != 1:
         return False
@@ -160,54 +173,60 @@ def _reenters(graph: Graph, members: dict, made: set, consumers: dict) -> bool:
     return False
 
 
-def _split(graph: Graph, region: list[Operator], batch: int) -> set[str]:
-    """Replace the region by one copy per batch entry; returns the copies' tensors."""
+def _split(graph: Graph, region: list[Operator], batch: int,
+           sliced: dict[str, list[str]]) -> set[str]:
+    """Replace the region by one copy per batch entry; returns the copies' tensors. The
+    inputs' slices are made once for every region (`sliced`)."""
     made = {o.outputs[0] for o in region}
     new_ops: list[Operator] = []
     where = region[0]
 
     def tensor(name: str, shape, dtype: str, data=None) -> str:
+        while name in graph.tensors:        # a name the file or an earlier split took
+            name += "'"
         graph.tensors[name] = Tensor(name, tuple(int(d) for d in shape), dtype, data)
         return name
 
+    def emit(kind: str, inputs: list[str], output: str, attrs=None):
+        new_ops.append(Operator(kind, inputs, [output], dict(attrs or {}), where.location,
+                                where.index))
+
     def shape_const(name: str, values) -> str:
-        tensor(name, (len(values),), "shape", np.asarray(values, np.int64))
-        new_ops.append(Operator("CONST_SHAPE", [], [name], location=where.location,
-                                index=where.index))
+        name = tensor(name, (len(values),), "shape", np.asarray(values, np.int64))
+        emit("CONST_SHAPE", [], name)
         return name
 
-    entries: dict[str, list[str]] = {}       # an outside tensor of the batch -> its slices
     for op in region:
         for name in _data(op):
             t = graph.tensors[name]
-            if name in made or name in entries or t.shape[0] != batch:
+            if name in made or name in sliced or t.shape[0] != batch:
                 continue
             rest = t.shape[1:]
-            size = shape_const(f"{name}::head_size", (1, *rest))
+            size = None if t.is_const else shape_const(f"{name}::head_size", (1, *rest))
             parts = []
             for h in range(batch):
                 part = tensor(f"{name}::head{h}", (1, *rest), t.dtype)
                 if t.is_const:
                     graph.tensors[part].data = np.ascontiguousarray(
                         t.data[h:h + 1], dtype=STORAGE[t.dtype])
-                    new_ops.append(Operator("CONST", [], [part], location=where.location,
-                                            index=where.index))
+                    emit("CONST", [], part)
                 else:
                     start = shape_const(f"{name}::head{h}_start", (h,) + (0,) * len(rest))
-                    new_ops.append(Operator("SLICE", [name, start, size], [part],
-                                            location=where.location, index=where.index))
+                    emit("SLICE", [name, start, size], part)
                 parts.append(part)
-            entries[name] = parts
+            sliced[name] = parts
 
-    copies = []
+    copies, renamed = [], {}
     for h in range(batch):
         ops = []
         for op in region:
-            inputs = [f"{n}::head{h}" if n in made else entries[n][h] if n in entries else n
+            inputs = [renamed[n, h] if n in made else sliced[n][h] if n in sliced else n
                       for n in op.inputs]
             out = graph.tensors[op.outputs[0]]
-            name = tensor(f"{out.name}::head{h}", (1, *out.shape[1:]), out.dtype)
-            ops.append(Operator(op.op, inputs, [name], dict(op.attrs), op.location, op.index))
+            renamed[out.name, h] = tensor(f"{out.name}::head{h}", (1, *out.shape[1:]),
+                                          out.dtype)
+            ops.append(Operator(op.op, inputs, [renamed[out.name, h]], dict(op.attrs),
+                                op.location, op.index))
         copies.append(ops)
     new_ops += _pipelined(copies)
 
@@ -215,11 +234,10 @@ def _split(graph: Graph, region: list[Operator], batch: int) -> set[str]:
     inside = {id(o) for o in region}
     for name in made:
         if name in graph.outputs or any(id(u) not in inside for u in consumers.get(name, [])):
-            new_ops.append(Operator("CONCAT", [f"{name}::head{h}" for h in range(batch)],
-                                    [name], {"axis": 0}, where.location, where.index))
+            emit("CONCAT", [renamed[name, h] for h in range(batch)], name, {"axis": 0})
     _replace(graph, region, new_ops)
     return {o.outputs[0] for ops in copies for o in ops} | {
-        p for parts in entries.values() for p in parts}
+        p for parts in sliced.values() for p in parts}
 
 
 def _pipelined(copies: list[list[Operator]]) -> list[Operator]:
@@ -230,7 +248,7 @@ def _pipelined(copies: list[list[Operator]]) -> list[Operator]:
     this head's softmax, which would make the array wait for the vector unit."""
     heads = []
     for ops in copies:
-        first = next(i for i, o in enumerate(ops) if o.op == "MATMUL") + 1
+        first = 1                               # the region's seed, a MATMUL, comes first
         while first < len(ops) and ops[first].op in ("RESCALE", "CLAMP") and \
                 ops[first].inputs[0] == ops[first - 1].outputs[0]:
             first += 1
@@ -245,7 +263,8 @@ def _pipelined(copies: list[list[Operator]]) -> list[Operator]:
 
 def _replace(graph: Graph, region: list[Operator], new_ops: list[Operator]) -> None:
     """Put `new_ops` in place of the region, at its last operator, and order the operators
-    topologically, keeping their order wherever it already allows."""
+    topologically, keeping their order wherever it already allows (each tensor has one
+    producer: split_batches() leaves graphs with variables whole)."""
     gone = {id(o) for o in region}
     last = region[-1]
     ops: list[Operator] = []
@@ -277,5 +296,5 @@ def _replace(graph: Graph, region: list[Operator], new_ops: list[Operator]) -> N
             if not waits[k]:
                 heapq.heappush(ready, k)
     if len(order) != len(ops):      # _region() refuses regions a path leaves and re-enters
-        raise AssertionError("batch split: the operators no longer form a DAG")
+        raise _NotADag
     graph.operators = order

@@ -31,7 +31,8 @@ from .validate import validate
 MAX_COMMANDS = 80_000
 # A batch split (compiler/batch_split.py) is kept where its pipeline's estimate saves at least
 # this share of what the region costs apart: the estimates leave out what the copies add
-# beside their steps (each loads its small constants again, queued behind other transfers).
+# beside their compute steps (each loads its small constants again, queued behind other
+# transfers; their inputs' slices and outputs' concatenation, where those are not views).
 SPLIT_GAIN = 0.3
 
 def resident_share(config) -> int:
@@ -175,7 +176,7 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
     resident = resident_share(config)
     trial = graph.copy()            # before the steps' stage tables are added to `graph`
     steps, placed = _steps_placed(graph, config, resident)
-    pipelined = split_batches(trial, resident)
+    pipelined = split_batches(trial, resident)      # an empty set where nothing qualifies
     if pipelined:
         try:
             split_steps, split_placed = _steps_placed(trial, config, resident, pipelined)
@@ -220,9 +221,10 @@ def _steps_placed(graph: Graph, config, resident: int, pipelined=frozenset()):
 
 
 def _estimate(steps: list[Step], placed) -> tuple[float, float]:
-    """(the steps' time, that of those outside pipelines) by the tiler's estimates: one step
-    after another, but a pipeline's steps (compiler/batch_split.py) in the time of its
-    busier engine's share."""
+    """(the compute steps' time, that of those outside pipelines) by the tiler's estimates:
+    one step after another, but a pipeline's steps (compiler/batch_split.py) in the time of
+    its busier engine's share. Split or not, the steps outside the region are the same
+    operators, so the unsplit total less the split's `rest` is the region's cost apart."""
     placement, lowering, _ = placed
     rest, engines = 0.0, {"mac": 0.0, "vector": 0.0}
     for i, step in enumerate(steps):

@@ -436,9 +436,9 @@ class Placement:
 
 
 def _overlapped(steps, last_use: dict, pipelined) -> None:
-    """Keep each tensor of a pipeline that the array or the vector unit reads last until that
-    engine's next step: the other engine's steps before it run meanwhile, and one of them
-    writing over the tensor would have to wait for the reader to finish."""
+    """Keep each tensor of a pipeline that the array or the vector unit reads last alive up
+    to the step before that engine's next one: the other engine's steps in between run
+    meanwhile, and one of them writing over the tensor would have to wait for the reader."""
     following, after = {}, [len(steps)] * len(steps)
     for i in range(len(steps) - 1, -1, -1):
         after[i] = following.get(steps[i].kind, len(steps))
@@ -446,4 +446,4 @@ def _overlapped(steps, last_use: dict, pipelined) -> None:
     for name, i in last_use.items():
         if name in pipelined and 0 <= i < len(steps) and steps[i].kind in ("mac", "vector") \
                 and after[i] < len(steps):
-            last_use[name] = max(i, after[i] - 1)
+            last_use[name] = after[i] - 1

@@ -11,10 +11,11 @@ import tosa_serializer as ts
 
 from npu_sim import api, zoo
 from npu_sim.compiler import batch_split, driver, placement
+from npu_sim.compiler.ir import Operator, Tensor
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.config import parse_overrides
 from oracle import DType, GraphBuilder, run_reference
-from ops_sim_support import _attr, scalar
+from ops_sim_support import _attr, clamp_attr, scalar
 
 # 64 tokens, 4 heads of 32: the attention's tensors take about 110 KB whole, 28 KB a head
 ENCODER = dict(tokens=64, d_model=128, heads=4, d_ff=256, layers=1)
@@ -130,3 +131,69 @@ def test_a_region_that_leaves_and_comes_back_is_not_split():
             assert region is None
         else:
             assert [o.op for o in region] == ["MATMUL", "REDUCE_MAX", "SUB"]
+
+
+def _scores_and_shift(g: GraphBuilder, q: str, k: str, batch: int, tokens: int) -> str:
+    """A batched MATMUL, its rows' maximum and the difference from it, as an output."""
+    zero = scalar(g, 0, DType.INT8)
+    scores = g.intermediate([batch, tokens, tokens], DType.INT32)
+    g.op("MATMUL", [q, k, zero, zero], [scores])
+    top = g.intermediate([batch, tokens, 1], DType.INT32)
+    g.op("REDUCE_MAX", [scores], [top],
+         _attr("ReduceMaxAttribute", 2, ts.NanPropagationMode.PROPAGATE))
+    out = g.output([batch, tokens, tokens], DType.INT32)
+    g.op("SUB", [scores, top], [out])
+    return out
+
+
+def test_two_regions_share_their_input_slices_and_take_no_name_twice(monkeypatch):
+    """Two split regions reading the same Q slice it once, and a tensor of the file already
+    named like a slice keeps its own producer: every tensor has one, and the outputs match
+    the reference model."""
+    from dataclasses import replace
+    monkeypatch.setattr(driver, "SPLIT_GAIN", -1.0)
+    rng = np.random.default_rng(11)
+    g = GraphBuilder()
+    q = g.tensor([4, 64, 32], DType.INT8, rng.integers(-128, 128, (4, 64, 32)))
+    k1, k2 = (g.tensor([4, 32, 64], DType.INT8, rng.integers(-128, 128, (4, 32, 64)))
+              for _ in range(2))
+    _scores_and_shift(g, q, k1, 4, 64)
+    _scores_and_shift(g, q, k2, 4, 64)
+    x = g.tensor([2, 3], DType.INT8, rng.integers(-128, 128, (2, 3)))
+    y = g.output([2, 3], DType.INT8)
+    g.op("CLAMP", [x], [y], clamp_attr(DType.INT8, -50, 50))
+    tosa = g.serialize()
+    graph = load_bytes(tosa, "net.tosa")
+    taken = f"{q}::head1"          # the CLAMP's input, renamed as a slice of q would be
+    graph.tensors[taken] = replace(graph.tensors.pop(x), name=taken)
+    graph.inputs = [taken if n == x else n for n in graph.inputs]
+    for op in graph.operators:
+        op.inputs = [taken if n == x else n for n in op.inputs]
+    cfg = _config("64KiB")
+    split = graph.copy()
+    assert batch_split.split_batches(split, driver.resident_share(cfg))
+    producers = [n for op in split.operators for n in op.outputs]
+    assert len(producers) == len(set(producers))
+    assert sum(op.op == "SLICE" and op.inputs[0] == q for op in split.operators) == 4
+    program = api.compile_model(graph, cfg, use_cache=False)
+    assert _heads(program) > 0
+    inputs = {**g.input_values}
+    inputs[taken] = inputs.pop(x)
+    result = api.simulate(program, cfg, inputs)
+    expected = run_reference(tosa, g.input_values, g.output_names)
+    for name in g.output_names:
+        np.testing.assert_array_equal(result.outputs[name], expected[name])
+
+
+def test_a_graph_with_variables_is_left_whole(encoder):
+    """A variable's reads and writes are ordered by the operators' order alone: re-sorting
+    the graph around a split could move a read after the write (the state read back would
+    be the new one), so such a graph is not split."""
+    graph = load_bytes(encoder, "net.tosa")
+    state = Tensor("state", (1,), "int8", np.zeros(1, np.int8), variable=True)
+    graph.tensors["state"] = state
+    graph.operators.insert(0, Operator("VARIABLE_READ", ["state"], ["state_now"],
+                                       {"variable_read": True}))
+    graph.tensors["state_now"] = Tensor("state_now", (1,), "int8")
+    assert batch_split.split_batches(graph, driver.resident_share(_config("64KiB"))) == \
+        frozenset()
