@@ -23,6 +23,7 @@ once a head, which the estimates do not weigh.
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -56,25 +57,27 @@ def split_batches(graph: Graph, resident: int) -> frozenset[str]:
     for op in list(graph.operators):
         if op.op != "MATMUL" or id(op) in seen:
             continue
-        region = _region(graph, op)
-        if region is None or not _vector_work(region):
+        found = _region(graph, op)
+        if found is None or not _vector_work(found[0]):
             continue
+        region, axes = found
         seen |= {id(o) for o in region}
         batch = graph.tensors[op.outputs[0]].shape[0]
-        if _peak_bytes(graph, region, batch, batch) <= resident or \
-                _peak_bytes(graph, region, batch, 1) > resident:
+        if _peak_bytes(graph, region, axes, batch, batch) <= resident or \
+                _peak_bytes(graph, region, axes, batch, 1) > resident:
             continue
         try:
-            pipelined |= _split(graph, region, batch, sliced)
+            pipelined |= _split(graph, region, axes, batch, sliced)
         except _NotADag:            # (cannot happen: _region() checks) the split is dropped
             return frozenset()
     return frozenset(pipelined)
 
 
-def _peak_bytes(graph: Graph, region: list[Operator], batch: int, entries: int) -> int:
+def _peak_bytes(graph: Graph, region: list[Operator], axes: dict, batch: int,
+                entries: int) -> int:
     """The most bytes of the region's tensors alive at once, its operators run in order (its
     inputs from the start, each result until its last reader), for `entries` of its `batch`
-    entries (a tensor of the batch holds that share of its bytes; a broadcast one all)."""
+    entries (a tensor of the batch, in `axes`, holds that share of its bytes; another all)."""
     made = {o.outputs[0] for o in region}
     last: dict[str, int] = {}
     for i, op in enumerate(region):
@@ -82,8 +85,8 @@ def _peak_bytes(graph: Graph, region: list[Operator], batch: int, entries: int) 
             last[name] = i
     size = {}
     for name in list(last) + list(made):
-        t = graph.tensors[name]
-        size[name] = t.nbytes * entries // batch if t.shape[0] == batch else t.nbytes
+        nbytes = graph.tensors[name].nbytes
+        size[name] = nbytes * entries // batch if name in axes else nbytes
     live = sum(size[n] for n in last if n not in made)
     peak = live
     for i, op in enumerate(region):
@@ -99,11 +102,11 @@ def _peak_bytes(graph: Graph, region: list[Operator], batch: int, entries: int) 
 
 def _vector_work(region: list[Operator]) -> bool:
     """Whether the region has work for the vector unit beside the array's (a MATMUL's own
-    RESCALE and CLAMP run in the array's output stage): without it there is nothing to
-    overlap, and the tiler splits a batched MATMUL by itself."""
+    RESCALE and CLAMP run in the array's output stage; a RESHAPE is a view): without it
+    there is nothing to overlap, and the tiler splits a batched MATMUL by itself."""
     array_outputs = {o.outputs[0] for o in region if o.op == "MATMUL"}
     for op in region:
-        if op.op == "MATMUL":
+        if op.op in ("MATMUL", "RESHAPE"):
             continue
         if op.op in ("RESCALE", "CLAMP") and op.inputs[0] in array_outputs:
             array_outputs.add(op.outputs[0])
@@ -116,46 +119,88 @@ def _data(op: Operator) -> list[str]:
     return OPERATORS[op.op].bound(op.inputs, DATA)
 
 
-def _local(graph: Graph, op: Operator, batch: int) -> bool:
-    """Whether `op` computes each entry of a batch of `batch` from that entry alone: its one
-    output keeps the batch axis (a REDUCE over it would not)."""
-    if op.op not in _LOCAL and not op.op.startswith("REDUCE_"):
-        return False
+def _leading(shape, axis: int, batch: int) -> bool:
+    """Whether `shape` has the batch at `axis` with only 1s before it: each entry is then one
+    contiguous block of the tensor."""
+    return 0 <= axis < len(shape) and shape[axis] == batch and math.prod(shape[:axis]) == 1
+
+
+def _output_axis(graph: Graph, op: Operator, axes: dict, batch: int) -> int | None:
+    """The axis of `op`'s output that carries the batch of its inputs in `axes`, where `op`
+    computes each entry from that entry alone; else None."""
     if op.is_variable_access or len(op.outputs) != 1:
-        return False
-    shape = graph.tensors[op.outputs[0]].shape
-    return len(shape) >= 2 and shape[0] == batch
+        return None
+    out = graph.tensors[op.outputs[0]].shape
+    carried = {axes[n] for n in _data(op) if n in axes}
+    if len(carried) != 1:
+        return None
+    (axis,) = carried
+    if op.op == "RESHAPE":          # an entry stays one block: the batch's axis in the new shape
+        return next((b for b in range(len(out)) if _leading(out, b, batch)), None)
+    if op.op == "TRANSPOSE":
+        b = list(op.attrs["perms"]).index(axis)
+        return b if _leading(out, b, batch) else None
+    if op.op == "MATMUL":
+        return 0 if axis == 0 else None
+    if op.op.startswith("REDUCE_"):
+        if op.attrs.get("axis") == axis:
+            return None
+    elif op.op not in _LOCAL:
+        return None
+    return axis if _leading(out, axis, batch) else None
 
 
-def _region(graph: Graph, seed: Operator) -> list[Operator] | None:
-    """The operators reachable from `seed` through batch-local operators, in graph order, or
-    None where the region does not qualify (a batch of one, an input of another batch size,
-    or an operator outside it between two of its own)."""
+def _region(graph: Graph, seed: Operator) -> tuple[list[Operator], dict] | None:
+    """The operators reachable from `seed` through batch-local operators, in graph order, and
+    the batch's axis in each of their tensors and of the outside inputs they split (RESHAPEs
+    and TRANSPOSEs may move it, as ExecuTorch's attention views its scores 4-D for the
+    softmax); None where the region does not qualify (a batch of one, an outside input with
+    another batch size, or a path that leaves the region and comes back into it)."""
     batch = graph.tensors[seed.outputs[0]].shape[0]
     if batch < 2:
         return None
     consumers = graph.consumers()
+    axes = {seed.outputs[0]: 0}
+    for name in _data(seed):
+        if graph.tensors[name].shape[0] == batch:
+            axes[name] = 0
     members, frontier = {id(seed): seed}, [seed]
     while frontier:
         op = frontier.pop()
         for user in consumers.get(op.outputs[0], []):
-            if id(user) not in members and _local(graph, user, batch):
+            if id(user) in members:
+                continue
+            axis = _output_axis(graph, user, {**axes, **_entry_axes(graph, user, axes, batch)},
+                                batch)
+            if axis is not None:
+                axes.update(_entry_axes(graph, user, axes, batch))
+                axes[user.outputs[0]] = axis
                 members[id(user)] = user
                 frontier.append(user)
     made = {o.outputs[0] for o in members.values()}
     for op in members.values():
+        axis = next(axes[n] for n in _data(op) if n in axes)
         for name in _data(op):
-            t = graph.tensors[name]
-            if name not in made and (len(t.shape) != len(graph.tensors[op.outputs[0]].shape)
-                                     or t.shape[0] not in (1, batch)):
-                return None
-    if _reenters(graph, members, made, consumers):
+            shape = graph.tensors[name].shape
+            if name not in axes and (len(shape) <= axis or shape[axis] != 1):
+                return None         # neither the batch's entries nor broadcast over them
+    if _reenters(members, made, consumers):
         return None
     position = {id(o): i for i, o in enumerate(graph.operators)}
-    return sorted(members.values(), key=lambda o: position[id(o)])
+    return sorted(members.values(), key=lambda o: position[id(o)]), axes
 
 
-def _reenters(graph: Graph, members: dict, made: set, consumers: dict) -> bool:
+def _entry_axes(graph: Graph, op: Operator, axes: dict, batch: int) -> dict:
+    """The batch's axis in `op`'s outside data inputs that hold one entry per batch entry at
+    the axis its region inputs have it (an operand broadcast over the batch is shared)."""
+    carried = [axes[n] for n in _data(op) if n in axes]
+    if not carried:
+        return {}
+    return {name: carried[0] for name in _data(op)
+            if name not in axes and _leading(graph.tensors[name].shape, carried[0], batch)}
+
+
+def _reenters(members: dict, made: set, consumers: dict) -> bool:
     """Whether a path leaves the region and comes back into it (the region's outputs would
     then be needed before its copies all ran)."""
     outside = [u for name in made for u in consumers.get(name, []) if id(u) not in members]
@@ -173,7 +218,11 @@ def _reenters(graph: Graph, members: dict, made: set, consumers: dict) -> bool:
     return False
 
 
-def _split(graph: Graph, region: list[Operator], batch: int,
+def _one(shape, axis: int) -> tuple:
+    return tuple(shape[:axis]) + (1,) + tuple(shape[axis + 1:])
+
+
+def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
            sliced: dict[str, list[str]]) -> set[str]:
     """Replace the region by one copy per batch entry; returns the copies' tensors. The
     inputs' slices are made once for every region (`sliced`)."""
@@ -198,33 +247,40 @@ def _split(graph: Graph, region: list[Operator], batch: int,
 
     for op in region:
         for name in _data(op):
-            t = graph.tensors[name]
-            if name in made or name in sliced or t.shape[0] != batch:
+            if name in made or name in sliced or name not in axes:
                 continue
-            rest = t.shape[1:]
-            size = None if t.is_const else shape_const(f"{name}::head_size", (1, *rest))
+            t, axis = graph.tensors[name], axes[name]
+            size = None if t.is_const else shape_const(f"{name}::head_size", _one(t.shape, axis))
             parts = []
             for h in range(batch):
-                part = tensor(f"{name}::head{h}", (1, *rest), t.dtype)
+                part = tensor(f"{name}::head{h}", _one(t.shape, axis), t.dtype)
                 if t.is_const:
                     graph.tensors[part].data = np.ascontiguousarray(
-                        t.data[h:h + 1], dtype=STORAGE[t.dtype])
+                        np.take(t.data, [h], axis=axis), dtype=STORAGE[t.dtype])
                     emit("CONST", [], part)
                 else:
-                    start = shape_const(f"{name}::head{h}_start", (h,) + (0,) * len(rest))
-                    emit("SLICE", [name, start, size], part)
+                    start = [0] * len(t.shape)
+                    start[axis] = h
+                    emit("SLICE", [name, shape_const(f"{name}::head{h}_start", start), size],
+                         part)
                 parts.append(part)
             sliced[name] = parts
 
+    # a RESHAPE's copies take the shape of one entry
+    shapes = {id(op): shape_const(f"{op.outputs[0]}::head_shape",
+                                  _one(graph.tensors[op.outputs[0]].shape, axes[op.outputs[0]]))
+              for op in region if op.op == "RESHAPE"}
     copies, renamed = [], {}
     for h in range(batch):
         ops = []
         for op in region:
             inputs = [renamed[n, h] if n in made else sliced[n][h] if n in sliced else n
                       for n in op.inputs]
+            if op.op == "RESHAPE":
+                inputs[1] = shapes[id(op)]
             out = graph.tensors[op.outputs[0]]
-            renamed[out.name, h] = tensor(f"{out.name}::head{h}", (1, *out.shape[1:]),
-                                          out.dtype)
+            renamed[out.name, h] = tensor(f"{out.name}::head{h}",
+                                          _one(out.shape, axes[out.name]), out.dtype)
             ops.append(Operator(op.op, inputs, [renamed[out.name, h]], dict(op.attrs),
                                 op.location, op.index))
         copies.append(ops)
@@ -234,7 +290,7 @@ def _split(graph: Graph, region: list[Operator], batch: int,
     inside = {id(o) for o in region}
     for name in made:
         if name in graph.outputs or any(id(u) not in inside for u in consumers.get(name, [])):
-            emit("CONCAT", [renamed[name, h] for h in range(batch)], name, {"axis": 0})
+            emit("CONCAT", [renamed[name, h] for h in range(batch)], name, {"axis": axes[name]})
     _replace(graph, region, new_ops)
     return {o.outputs[0] for ops in copies for o in ops} | {
         p for parts in sliced.values() for p in parts}

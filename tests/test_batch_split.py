@@ -5,6 +5,8 @@ this one's softmax. Bit-exact against the reference model, faster than the regio
 left whole where it fits, where a head does not fit, or where the estimate gains too little."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tosa_serializer as ts
@@ -103,13 +105,15 @@ def test_left_whole_where_the_estimate_gains_too_little(encoder, monkeypatch):
 def _region_of(ops_builder) -> list | None:
     graph = load_bytes(ops_builder.serialize(), "g.tosa")
     seed = next(o for o in graph.operators if o.op == "MATMUL")
-    return batch_split._region(graph, seed)
+    found = batch_split._region(graph, seed)
+    return None if found is None else found[0]
 
 
 def test_a_region_that_leaves_and_comes_back_is_not_split():
     """A batched MATMUL, its rows' maximum and the difference from it form a region; with the
-    maximum also going through a TRANSPOSE (outside the region) into the difference, the
-    region would need its own output before its copies ran: it is not split."""
+    maximum going through two TRANSPOSEs (outside the region: the first puts the batch on
+    an inner axis) into the difference, the region would need its own output before its
+    copies ran: it is not split."""
     rng = np.random.default_rng(7)
     for reenter in (False, True):
         g = GraphBuilder()
@@ -119,11 +123,14 @@ def test_a_region_that_leaves_and_comes_back_is_not_split():
         scores = g.intermediate([4, 8, 8], DType.INT32)
         g.op("MATMUL", [a, b, zero, zero], [scores])
         top = g.intermediate([4, 8, 1], DType.INT32)
-        g.op("REDUCE_MAX", [scores], [top], _attr("ReduceMaxAttribute", 2, ts.NanPropagationMode.PROPAGATE))
+        g.op("REDUCE_MAX", [scores], [top],
+             _attr("ReduceMaxAttribute", 2, ts.NanPropagationMode.PROPAGATE))
         other = top
         if reenter:
+            inner = g.intermediate([8, 4, 1], DType.INT32)
+            g.op("TRANSPOSE", [top], [inner], _attr("TransposeAttribute", [1, 0, 2]))
             other = g.intermediate([4, 8, 1], DType.INT32)
-            g.op("TRANSPOSE", [top], [other], _attr("TransposeAttribute", [0, 1, 2]))
+            g.op("TRANSPOSE", [inner], [other], _attr("TransposeAttribute", [1, 0, 2]))
         out = g.output([4, 8, 8], DType.INT32)
         g.op("SUB", [scores, other], [out])
         region = _region_of(g)
@@ -197,3 +204,28 @@ def test_a_graph_with_variables_is_left_whole(encoder):
     graph.tensors["state_now"] = Tensor("state_now", (1,), "int8")
     assert batch_split.split_batches(graph, driver.resident_share(_config("64KiB"))) == \
         frozenset()
+
+
+def test_executorch_attention_splits_through_its_reshapes(monkeypatch):
+    """ExecuTorch's attention views its scores 4-D for the softmax and back: the region
+    follows the batch through both RESHAPEs, and split (forced: on this 16-token block the
+    estimate would keep it whole) it is bit-exact."""
+    tosa = (Path(__file__).parent / "data" / "attn_block" / "model.tosa").read_bytes()
+    graph = load_bytes(tosa, "attn_block.tosa")
+    region, axes = batch_split._region(graph, next(o for o in graph.operators
+                                                   if o.op == "MATMUL"))
+    assert [o.op for o in region].count("RESHAPE") == 2
+    assert [o.op for o in region][-2:] == ["MATMUL", "RESCALE"]
+    assert sorted(set(axes.values())) == [0, 1]          # the 4-D view has heads on axis 1
+    monkeypatch.setattr(driver, "SPLIT_GAIN", -10.0)
+    monkeypatch.setattr(batch_split, "_peak_bytes",
+                        lambda graph, region, axes, batch, entries: 1 if entries == 1 else 1 << 40)
+    cfg = api.load_config("default")
+    program = _compile(tosa, cfg)
+    assert _heads(program) > 0
+    inputs = api.random_inputs(program, seed=4)
+    names = [b.name for b in program.outputs]
+    expected = run_reference(tosa, inputs, names)
+    result = api.simulate(program, cfg, inputs)
+    for name in names:
+        np.testing.assert_array_equal(result.outputs[name], expected[name])
