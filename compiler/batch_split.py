@@ -170,10 +170,10 @@ def _region(graph: Graph, seed: Operator) -> tuple[list[Operator], dict] | None:
         for user in consumers.get(op.outputs[0], []):
             if id(user) in members:
                 continue
-            axis = _output_axis(graph, user, {**axes, **_entry_axes(graph, user, axes, batch)},
-                                batch)
+            entries = _entry_axes(graph, user, axes, batch)
+            axis = _output_axis(graph, user, {**axes, **entries}, batch)
             if axis is not None:
-                axes.update(_entry_axes(graph, user, axes, batch))
+                axes.update(entries)
                 axes[user.outputs[0]] = axis
                 members[id(user)] = user
                 frontier.append(user)
@@ -288,7 +288,7 @@ def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
 
     consumers = graph.consumers()
     inside = {id(o) for o in region}
-    for name in made:
+    for name in (op.outputs[0] for op in region):       # in order: the program is the same
         if name in graph.outputs or any(id(u) not in inside for u in consumers.get(name, [])):
             emit("CONCAT", [renamed[name, h] for h in range(batch)], name, {"axis": axes[name]})
     _replace(graph, region, new_ops)
