@@ -17,7 +17,7 @@ from npu_sim.compiler.ir import Operator, Tensor
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.config import parse_overrides
 from oracle import DType, GraphBuilder, run_reference
-from ops_sim_support import _attr, clamp_attr, scalar
+from ops_sim_support import _attr, clamp_attr, rand, scalar, shape_const
 
 # 64 tokens, 4 heads of 32: the attention's tensors take about 110 KB whole, 28 KB a head
 ENCODER = dict(tokens=64, d_model=128, heads=4, d_ff=256, layers=1)
@@ -228,4 +228,61 @@ def test_executorch_attention_splits_through_its_reshapes(monkeypatch):
     expected = run_reference(tosa, inputs, names)
     result = api.simulate(program, cfg, inputs)
     for name in names:
+        np.testing.assert_array_equal(result.outputs[name], expected[name])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_regions_split_by_force_match_the_reference(seed, monkeypatch):
+    """Random batch-local regions, split by force: a batched MATMUL, its rows' maximum and
+    the difference (viewed 4-D with the batch on axis 1, or not), a broadcast constant
+    added, a second MATMUL of the narrowed result (or not), and outputs read inside the
+    region as well as outside it; bit-exact against the reference model."""
+    rng = np.random.default_rng(8100 + seed)
+    batch, rows, depth = int(rng.integers(2, 5)), int(rng.integers(2, 9)), int(rng.integers(1, 9))
+    g = GraphBuilder()
+    zero = scalar(g, 0, DType.INT8)
+    q = g.tensor([batch, rows, depth], DType.INT8, rand(rng, DType.INT8, (batch, rows, depth)))
+    k = g.tensor([batch, depth, rows], DType.INT8, rand(rng, DType.INT8, (batch, depth, rows)))
+    scores = g.output([batch, rows, rows], DType.INT32)        # read inside the region too
+    g.op("MATMUL", [q, k, zero, zero], [scores])
+    view = scores
+    four_d = bool(seed % 2)
+    if four_d:
+        view = g.intermediate([1, batch, rows, rows], DType.INT32)
+        g.op("RESHAPE", [scores, shape_const(g, [1, batch, rows, rows])], [view])
+    shape = [1, batch, rows, rows] if four_d else [batch, rows, rows]
+    axis = len(shape) - 1
+    top = g.intermediate(shape[:-1] + [1], DType.INT32)
+    g.op("REDUCE_MAX", [view], [top],
+         _attr("ReduceMaxAttribute", axis, ts.NanPropagationMode.PROPAGATE))
+    shifted = g.intermediate(shape, DType.INT32)
+    g.op("SUB", [view, top], [shifted])
+    bias = g.tensor([1] * (len(shape) - 1) + [rows], DType.INT32,
+                    rand(rng, DType.INT32, [1] * (len(shape) - 1) + [rows], -99, 99),
+                    is_const=True)
+    biased = g.intermediate(shape, DType.INT32)
+    g.op("ADD", [shifted, bias], [biased])
+    back = biased
+    if four_d:
+        back = g.intermediate([batch, rows, rows], DType.INT32)
+        g.op("RESHAPE", [biased, shape_const(g, [batch, rows, rows])], [back])
+    narrow = g.intermediate([batch, rows, rows], DType.INT8)
+    g.op("CAST", [back], [narrow])
+    if seed % 3:
+        v = g.tensor([batch, rows, depth], DType.INT8, rand(rng, DType.INT8, (batch, rows, depth)))
+        context = g.output([batch, rows, depth], DType.INT32)
+        g.op("MATMUL", [narrow, v, zero, zero], [context])
+    else:
+        out = g.output([batch, rows, rows], DType.INT8)
+        g.op("CLAMP", [narrow], [out], clamp_attr(DType.INT8, -100, 100))
+    tosa = g.serialize()
+    monkeypatch.setattr(driver, "SPLIT_GAIN", -10.0)
+    monkeypatch.setattr(batch_split, "_peak_bytes",
+                        lambda graph, region, axes, batch, entries: 1 if entries == 1 else 1 << 40)
+    cfg = api.load_config("default")
+    program = _compile(tosa, cfg)
+    assert _heads(program) > 0
+    result = api.simulate(program, cfg, dict(g.input_values))
+    expected = run_reference(tosa, dict(g.input_values), g.output_names)
+    for name in g.output_names:
         np.testing.assert_array_equal(result.outputs[name], expected[name])
