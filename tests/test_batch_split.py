@@ -40,6 +40,16 @@ def _heads(program) -> int:
     return sum("::head" in layer.name for layer in program.layers)
 
 
+def _split_by_force(tosa: bytes, cfg, monkeypatch):
+    """The program with every qualifying region split, whatever its size or estimate."""
+    monkeypatch.setattr(driver, "SPLIT_GAIN", -10.0)
+    monkeypatch.setattr(batch_split, "_peak_bytes",
+                        lambda graph, region, axes, batch, entries: 1 if entries == 1 else 1 << 40)
+    program = _compile(tosa, cfg)
+    assert _heads(program) > 0
+    return program
+
+
 def test_a_spilling_attention_is_split_bit_exact_and_faster(encoder, monkeypatch):
     cfg = _config("64KiB")
     program = _compile(encoder, cfg)
@@ -217,12 +227,8 @@ def test_executorch_attention_splits_through_its_reshapes(monkeypatch):
     assert [o.op for o in region].count("RESHAPE") == 2
     assert [o.op for o in region][-2:] == ["MATMUL", "RESCALE"]
     assert sorted(set(axes.values())) == [0, 1]          # the 4-D view has heads on axis 1
-    monkeypatch.setattr(driver, "SPLIT_GAIN", -10.0)
-    monkeypatch.setattr(batch_split, "_peak_bytes",
-                        lambda graph, region, axes, batch, entries: 1 if entries == 1 else 1 << 40)
     cfg = api.load_config("default")
-    program = _compile(tosa, cfg)
-    assert _heads(program) > 0
+    program = _split_by_force(tosa, cfg, monkeypatch)
     inputs = api.random_inputs(program, seed=4)
     names = [b.name for b in program.outputs]
     expected = run_reference(tosa, inputs, names)
@@ -276,12 +282,8 @@ def test_random_regions_split_by_force_match_the_reference(seed, monkeypatch):
         out = g.output([batch, rows, rows], DType.INT8)
         g.op("CLAMP", [narrow], [out], clamp_attr(DType.INT8, -100, 100))
     tosa = g.serialize()
-    monkeypatch.setattr(driver, "SPLIT_GAIN", -10.0)
-    monkeypatch.setattr(batch_split, "_peak_bytes",
-                        lambda graph, region, axes, batch, entries: 1 if entries == 1 else 1 << 40)
     cfg = api.load_config("default")
-    program = _compile(tosa, cfg)
-    assert _heads(program) > 0
+    program = _split_by_force(tosa, cfg, monkeypatch)
     result = api.simulate(program, cfg, dict(g.input_values))
     expected = run_reference(tosa, dict(g.input_values), g.output_names)
     for name in g.output_names:
