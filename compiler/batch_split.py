@@ -41,20 +41,19 @@ class _NotADag(Exception):
 _LOCAL = frozenset(ELEMENTWISE) | {"RESCALE", "TABLE", "MATMUL"}
 
 
-def split_batches(graph: Graph, resident: int) -> frozenset[str]:
-    """Split every batch-local region seeded by a batched MATMUL whose tensors do not all fit
-    in the `resident` bytes of the on-chip buffer at once but one batch entry's do (where
-    everything fits, the steps need no splitting to stay on chip; where one entry's tensors
-    do not fit either, splitting only multiplies the steps). Returns the names of the copies'
-    tensors: compiler/placement.py keeps each until its reading engine's next step, so the
-    other engine's steps of the pipeline never wait to write over it. A graph with variables
-    is left whole: their reads and writes are ordered by the operators' order alone."""
+def split_batches(graph: Graph, resident: int) -> tuple[Graph, frozenset[str]]:
+    """A copy of `graph` with every batch-local region seeded by a batched MATMUL split,
+    where its tensors do not all fit in the `resident` bytes of the on-chip buffer at once
+    but one batch entry's do (where everything fits, the steps need no splitting to stay on
+    chip; where one entry's tensors do not fit either, splitting only multiplies the steps),
+    and the names of the copies' tensors: compiler/placement.py keeps each until its reading
+    engine's next step, so the other engine's steps of the pipeline never wait to write over
+    it. `graph` itself and no names where no region qualifies. A graph with variables is
+    left whole: their reads and writes are ordered by the operators' order alone."""
     if any(op.is_variable_access for op in graph.operators):
-        return frozenset()
-    pipelined: set[str] = set()
-    seen: set[int] = set()
-    sliced: dict[str, list[str]] = {}       # an input of a region -> its slices, made once
-    for op in list(graph.operators):
+        return graph, frozenset()
+    seeds, seen = [], set()
+    for op in graph.operators:
         if op.op != "MATMUL" or id(op) in seen:
             continue
         found = _region(graph, op)
@@ -63,14 +62,23 @@ def split_batches(graph: Graph, resident: int) -> frozenset[str]:
         region, axes = found
         seen |= {id(o) for o in region}
         batch = graph.tensors[op.outputs[0]].shape[0]
-        if _peak_bytes(graph, region, axes, batch, batch) <= resident or \
-                _peak_bytes(graph, region, axes, batch, 1) > resident:
-            continue
+        if _peak_bytes(graph, region, axes, batch, batch) > resident >= \
+                _peak_bytes(graph, region, axes, batch, 1):
+            seeds.append(op.outputs[0])
+    if not seeds:
+        return graph, frozenset()
+    split = graph.copy()            # the regions are disjoint: each seed is still there
+    producers = split.producers()
+    pipelined: set[str] = set()
+    sliced: dict[str, list[str]] = {}       # an input of a region -> its slices, made once
+    for name in seeds:
+        region, axes = _region(split, producers[name])
+        batch = split.tensors[name].shape[0]
         try:
-            pipelined |= _split(graph, region, axes, batch, sliced)
+            pipelined |= _split(split, region, axes, batch, sliced)
         except _NotADag:            # (cannot happen: _region() checks) the split is dropped
-            return frozenset()
-    return frozenset(pipelined)
+            return graph, frozenset()
+    return split, frozenset(pipelined)
 
 
 def _peak_bytes(graph: Graph, region: list[Operator], axes: dict, batch: int,

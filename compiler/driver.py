@@ -174,9 +174,8 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
     fold_constants(graph)
     remove_noop_reshapes(graph)
     resident = resident_share(config)
-    trial = graph.copy()            # before the steps' stage tables are added to `graph`
+    trial, pipelined = split_batches(graph, resident)   # before `graph` gains stage tables
     steps, placed = _steps_placed(graph, config, resident)
-    pipelined = split_batches(trial, resident)      # an empty set where nothing qualifies
     if pipelined:
         try:
             split_steps, split_placed = _steps_placed(trial, config, resident, pipelined)
