@@ -17,7 +17,10 @@ has the array compute its box of the conv's output into the buffer, and the vect
 the sum from it and the shortcut's box: the conv's output crosses no memory port twice.
 Where no band of whole rows fits the buffer (a 56-pixel row of 144 channels on edge-256's 16
 KiB of tile room), the tiler's estimates decide instead (`cascade_by_estimate`): fused, the
-array's work and the weights' loads hide the sum's vector work and the round trip.
+array's work and the weights' loads hide the sum's vector work and the round trip. Where the
+tensors stay on chip (a transformer's residual adds and GELU on a 1 MiB buffer), the chain
+still rides along inside the conv's own tiles: the vector unit works on one tile's sum while
+the array computes the next, instead of after the whole conv.
 
 A depthwise-separable block (MobileNetV2's first) filters with a depthwise conv and mixes the
 channels with a 1x1 conv: the depthwise output (112x112x32 = 401 KB in MobileNetV2-224 on
@@ -158,11 +161,18 @@ def _cascadable(graph: Graph, step: Step, reader: Step, resident: int) -> bool:
     """A CONV2D with its output stage fused, not itself cascaded; into a vector reader, one
     whose tensors (the conv's output, and a chain's other inputs of its shape and its output)
     do not all stay on chip (`resident` bytes), so some make round trips."""
-    if not (step.kind == "mac" and step.main.op == "CONV2D" and step.rescale is not None
-            and step.producer is None):
-        return False
-    if reader.kind == "mac":
-        return True
+    return _conv(step) and (reader.kind == "mac" or _round_trips(graph, step, reader, resident))
+
+
+def _conv(step: Step) -> bool:
+    """A CONV2D with its output stage fused, not itself cascaded."""
+    return (step.kind == "mac" and step.main.op == "CONV2D" and step.rescale is not None
+            and step.producer is None)
+
+
+def _round_trips(graph: Graph, step: Step, reader: Step, resident: int) -> bool:
+    """Some of the tensors of `step` and its vector reader (the conv's output, and a chain's
+    other inputs of its shape and its output) do not stay on chip (`resident` bytes)."""
     t = graph.tensors
     mid, out = t[step.output], t[reader.output]
     others = [t[n] for n in dict.fromkeys(reader.inputs) if n != step.output]
@@ -337,30 +347,60 @@ def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: 
     conv's input more than the round trip would move) where the tiler's estimate of the
     fused step is below the estimates of the two apart: the array's work and the weights'
     loads then hide the chain's vector work and the round trip, which apart take their own
-    time. Of two convs the chain reads, the one that gains more. The estimates are made
-    where `placed` (place(steps)) puts them, and each fusion kept only where, placed anew,
-    the fused step in its own room still beats the two apart (a step's room changes with its
-    neighbours'; the others' estimates are not checked again); one retry without those that
-    do not, else none (and none where the fused steps do not fit placed anew)."""
+    time. A chain whose tensors all stay on chip saves no round trip: it rides along only
+    where the conv keeps its own tiles (`_rides_along`), so the vector unit works on one
+    tile while the array computes the next. Of two convs the chain reads, the one that gains
+    more. The estimates are made where `placed` (place(steps)) puts them, and each fusion
+    kept only where, placed anew, the fused step in its own room still beats the two apart
+    (a step's room changes with its neighbours'), and the riding ones only where all steps'
+    estimates together do not grow; retries without those that do not, else none (and none
+    where the fused steps do not fit placed anew)."""
     refused: set[str] = set()
-    for _ in range(2):
+    for _ in range(3):
         gains = _estimated_gains(graph, steps, resident, placed[0], placed[1], refused)
         if not gains:
             break
-        convs = {conv for conv, _ in gains.values()}
+        convs = {conv for conv, _, _ in gains.values()}
         fused = [dataclasses.replace(step, producer=steps[gains[at][0]]) if at in gains
                  else step for at, step in enumerate(steps) if at not in convs]
-        apart = {steps[at].output: cost for at, (_, cost) in gains.items()}
+        apart = {steps[at].output: cost for at, (_, cost, _) in gains.items()}
         try:
             trial = place(fused)
         except DoesNotFitError:     # the convs' inputs, alive until the chains, do not fit
             break
         worse = {step.output for at, step in enumerate(fused) if step.output in apart
                  and not step_estimate(trial[0], trial[1], step, at) < apart[step.output]}
+        riding = {steps[at].output for at, (_, _, trip) in gains.items() if not trip}
+        if not worse and riding and _total(trial, fused) > _total(placed, steps):
+            worse = riding          # the room they take costs their neighbours more
         if not worse:
             return fused, trial
         refused |= worse
     return steps, placed
+
+
+def _total(placed: tuple, steps: list[Step]) -> float:
+    """The tiler's estimates of the tiled steps, one after another."""
+    return sum(step_estimate(placed[0], placed[1], step, at) for at, step in enumerate(steps)
+               if step.kind in ("mac", "vector"))
+
+
+def _rides_along(graph: Graph, placement, lowering, fused: Step, at: int, conv: int) -> bool:
+    """The fused step tiles the conv as the conv alone tiles itself (as many tiles, as many
+    output channels each), in whole folds of the array's columns or all its channels. Where
+    the chain's tensors stay on chip no round trip is saved: the fusion gains only by the
+    vector unit working beside the array, which the tiler's estimates (one's work after the
+    other's) do not see, so it must not cost the array anything: thinner channel slices
+    leave columns idle in every pass, and more tiles pay more fills. One tile leaves the
+    vector unit nothing to work on beside the array."""
+    plan = lowering.plan(fused, placement.workspaces[at][1])[3]
+    own = lowering.plan(fused.producer, placement.workspaces[conv][1])[3]
+    if plan is None or own is None:
+        return False
+    width = plan.sizes[next(reversed(plan.sizes))]  # an NHWC chain's channels: its last dim
+    return (plan.n_tiles == own.n_tiles > 1 and width == own.sizes["oc"]
+            and (width == graph.tensors[fused.output].shape[-1]
+                 or width % lowering.hw.mac_array.cols == 0))
 
 
 def step_estimate(placement, lowering, step: Step, at: int) -> float:
@@ -373,30 +413,32 @@ def step_estimate(placement, lowering, step: Step, at: int) -> float:
 
 
 def _estimated_gains(graph: Graph, steps: list[Step], resident: int, placement, lowering,
-                     refused: set[str]) -> dict[int, tuple[int, float]]:
-    """chain's index -> (the conv's index, the two's estimates apart) for each chain not in
-    `refused` whose fused estimate is below that of the two apart (see
-    cascade_by_estimate())."""
+                     refused: set[str]) -> dict[int, tuple[int, float, bool]]:
+    """chain's index -> (the conv's index, the two's estimates apart, whether fusing saves a
+    round trip) for each chain not in `refused` whose fused estimate is below that of the two
+    apart (see cascade_by_estimate())."""
     alone = _alone(graph, steps)
     index = {step.output: i for i, step in enumerate(steps)}
-    chosen: dict[int, tuple[int, float]] = {}
+    chosen: dict[int, tuple[int, float, bool]] = {}
     for at, step in enumerate(steps):
         if step.producer is not None or step.kind != "vector" or not step.chain \
                 or step.output in refused:
             continue
-        best = None                     # (gain, conv, apart)
+        best = None                     # (gain, conv, apart, saves a round trip)
         for name in dict.fromkeys(step.inputs):
             conv = index.get(name)
             if conv is None or not alone(steps[conv]) \
-                    or not _chain_reads(graph, step, name) \
-                    or not _cascadable(graph, steps[conv], step, resident):
+                    or not _chain_reads(graph, step, name) or not _conv(steps[conv]):
                 continue
             apart = step_estimate(placement, lowering, steps[conv], conv) \
                 + step_estimate(placement, lowering, step, at)
-            fused = step_estimate(placement, lowering,
-                              dataclasses.replace(step, producer=steps[conv]), at)
+            candidate = dataclasses.replace(step, producer=steps[conv])
+            fused = step_estimate(placement, lowering, candidate, at)
+            trip = _round_trips(graph, steps[conv], step, resident)
+            if not trip and not _rides_along(graph, placement, lowering, candidate, at, conv):
+                continue
             if fused < apart and (best is None or apart - fused > best[0]):
-                best = (apart - fused, conv, apart)
+                best = (apart - fused, conv, apart, trip)
         if best is not None:            # (its conv read by it alone: no other chain's)
             chosen[at] = best[1:]
     return chosen

@@ -17,6 +17,7 @@ from .buffering import plan_buffering
 from .cascade import cascade_by_estimate, fuse_producers, step_estimate
 from .emit import CommandLimit, HoistingEmitter
 from .fold import fold_constants, remove_noop_reshapes
+from .rank_align import align_to_conv_views
 from .ir import Graph, Tensor
 from .lower import Lowering
 from .lowering import REWRITES
@@ -173,6 +174,7 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
     rewrite_operators(graph)
     fold_constants(graph)
     remove_noop_reshapes(graph)
+    align_to_conv_views(graph)
     resident = resident_share(config)
     trial, pipelined = split_batches(graph, resident)   # before `graph` gains stage tables
     steps, placed = _steps_placed(graph, config, resident)

@@ -20,16 +20,17 @@ from ops_sim_support import (  # noqa: F401  (cfg is the parametrised config fix
 
 CASES = [
     # (n, h, w, ic, c, k, stride, pad, shortcut, per-channel output rescale, fused on).
-    # On 1 MiB the three maps stay on chip and nothing is cascaded; on 4 KiB (2 KiB of tile
-    # room) and 2 KiB (1 KiB) the bands below fit (of channel slices where all channels do
-    # not), and 2 KiB splits rows and columns.
+    # On 1 MiB the three maps stay on chip: a chain rides along only where the conv keeps
+    # its own tiles, two or more of whole array folds (cases 1 and 4); on 4 KiB (2 KiB of
+    # tile room) and 2 KiB (1 KiB) the bands below fit (of channel slices where all
+    # channels do not), and 2 KiB splits rows and columns.
     (1, 12, 10, 8, 32, 1, 1, (0, 0, 0, 0), "input", False, ("4KiB", "2KiB")),
-    (1, 16, 12, 8, 8, 3, 1, (1, 1, 1, 1), "x", True, ("4KiB",)),
+    (1, 16, 12, 8, 8, 3, 1, (1, 1, 1, 1), "x", True, ("default", "4KiB")),
     (2, 15, 13, 3, 24, 3, 2, (1, 1, 0, 0), "input", True, ("4KiB",)),
     (1, 8, 8, 16, 96, 1, 1, (0, 0, 0, 0), "input", False, ("4KiB",)),
     # a projection shortcut after the conv: its 3x3 weights do not fit beside a band, so the
     # chain computes the conv before it, and the projection runs first
-    (1, 12, 10, 8, 32, 1, 1, (0, 0, 0, 0), "conv", False, ("4KiB", "2KiB")),
+    (1, 12, 10, 8, 32, 1, 1, (0, 0, 0, 0), "conv", False, ("default", "4KiB", "2KiB")),
 ]
 
 

@@ -1,0 +1,105 @@
+"""Elementwise chains take the shape of the conv output they read (compiler/rank_align.py):
+a transformer's residual adds, computed in 3-D on its FC layers' 4-D outputs, are rewritten
+into the convs' shape so they can run inside the convs' tiles. Bit-exact against the
+reference model, faster on an encoder, and left alone where the view reorders the elements."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tosa_serializer as ts
+
+from npu_sim import api, zoo
+from npu_sim.compiler import driver
+from npu_sim.compiler.loader import load_bytes
+from npu_sim.compiler.rank_align import align_to_conv_views
+from npu_sim.config import parse_overrides
+from oracle import DType, GraphBuilder, run_reference
+from ops_sim_support import _attr, conv_attr, mac_stage, rand, scalar, shape_const
+
+
+def _compile(tosa: bytes, cfg):
+    return api.compile_model(load_bytes(tosa, "net.tosa"), cfg, use_cache=False)
+
+
+def test_an_encoders_residual_adds_ride_its_fc_layers(monkeypatch):
+    tosa = zoo.build("transformer", tokens=128, d_model=256, heads=4, d_ff=512, layers=1)[0]
+    cfg = api.load_config("default").with_overrides(parse_overrides(["sram.size=512KiB"]))
+    program = _compile(tosa, cfg)
+    riding = [layer.ops for layer in program.layers if "CONV2D" in layer.ops and "ADD" in layer.ops]
+    assert riding == [["CONV2D", "RESCALE", "RESCALE", "RESCALE", "ADD", "RESCALE"]] * 2
+    inputs = api.random_inputs(program, seed=4)
+    result = api.simulate(program, cfg, inputs)
+    names = [b.name for b in program.outputs]
+    expected = run_reference(tosa, inputs, names)
+    for name in names:
+        np.testing.assert_array_equal(result.outputs[name], expected[name])
+    monkeypatch.setattr(driver, "align_to_conv_views", lambda graph: 0)
+    apart = _compile(tosa, cfg)
+    assert not any("CONV2D" in layer.ops and "ADD" in layer.ops for layer in apart.layers)
+    assert result.report.cycles < 0.97 * api.simulate(apart, cfg, timing_only=True).report.cycles
+
+
+def _fc_then_add(rng, tokens: int, channels: int, view: list[int]) -> GraphBuilder:
+    """A 1x1 conv over `tokens` rows ([tokens, 1, 1, channels]) viewed as `view`, plus a
+    graph input and a broadcast constant; the sum is a graph output and is also summed over
+    its last axis (a layer norm's first step) and squared."""
+    g = GraphBuilder()
+    x = g.tensor([tokens, 1, 1, channels], DType.INT8, rand(rng, DType.INT8, (tokens, 1, 1, channels)))
+    acc = g.intermediate([tokens, 1, 1, channels], DType.INT32)
+    g.op("CONV2D", [x, g.tensor([channels, 1, 1, channels], DType.INT8,
+                                rand(rng, DType.INT8, (channels, 1, 1, channels)), is_const=True),
+                    g.tensor([channels], DType.INT32, np.zeros(channels, np.int32), is_const=True),
+                    scalar(g, 0, DType.INT8), scalar(g, 0, DType.INT8)], [acc],
+         conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    bound = np.array([channels * 128 * 128])
+    fc = mac_stage(g, rng, acc, bound, [tokens, 1, 1, channels], mode="rescale", output=False)
+    seen = g.intermediate(view, DType.INT8)
+    g.op("RESHAPE", [fc, shape_const(g, view)], [seen])
+    other = g.tensor(view, DType.INT8, rand(rng, DType.INT8, view))
+    wide = [g.intermediate(view, DType.INT32) for _ in range(2)]
+    g.op("CAST", [seen], [wide[0]])
+    g.op("CAST", [other], [wide[1]])
+    bias_shape = [1] * (len(view) - 1) + [view[-1]]
+    bias = g.tensor(bias_shape, DType.INT32, rand(rng, DType.INT32, bias_shape, -99, 99),
+                    is_const=True)
+    biased = g.intermediate(view, DType.INT32)
+    g.op("SUB", [wide[0], bias], [biased])
+    total = g.output(view, DType.INT32)
+    g.op("ADD", [biased, wide[1]], [total])
+    scaled = g.output(view, DType.INT32)
+    g.op("MUL", [total, total, scalar(g, 0, DType.INT8)], [scaled])
+    summed = g.output(view[:-1] + [1], DType.INT32)
+    g.op("REDUCE_SUM", [total], [summed], _attr("ReduceSumAttribute", len(view) - 1))
+    return g
+
+
+@pytest.mark.parametrize("view", [[1, 16, 32], [16, 32], [1, 1, 16, 32]])
+def test_a_chain_on_a_conv_view_is_rewritten_bit_exact(view):
+    rng = np.random.default_rng(9100 + len(view))
+    g = _fc_then_add(rng, 16, 32, view)
+    tosa = g.serialize()
+    graph = load_bytes(tosa, "net.tosa")
+    assert align_to_conv_views(graph) == 1
+    shapes = {op.op: graph.tensors[op.outputs[0]].shape for op in graph.operators}
+    assert shapes["CAST"] == shapes["SUB"] == shapes["ADD"] == (16, 1, 1, 32)
+    assert shapes["MUL"] == tuple(view)         # a chain of its own: the sum is read twice
+    for name in g.output_names:          # the graph's outputs keep their names and shapes
+        assert graph.tensors[name].shape in (tuple(view), tuple(view[:-1]) + (1,))
+    cfg = api.load_config("default")
+    program = _compile(tosa, cfg)
+    result = api.simulate(program, cfg, dict(g.input_values))
+    expected = run_reference(tosa, dict(g.input_values), g.output_names)
+    for name in g.output_names:
+        np.testing.assert_array_equal(result.outputs[name], expected[name])
+
+
+@pytest.mark.parametrize("view", [[8, 64], [1, 32, 16], [16, 32, 1]])
+def test_a_view_that_moves_the_channels_is_left_alone(view):
+    """[16, 1, 1, 32] as [8, 64] pairs rows, as [1, 32, 16] splits the channels, as
+    [16, 32, 1] moves them off the last axis: the chain's per-channel operands would not
+    line up with the conv's channels."""
+    g = _fc_then_add(np.random.default_rng(9200), 16, 32, view)
+    graph = load_bytes(g.serialize(), "net.tosa")
+    before = [(op.op, list(op.inputs), list(op.outputs)) for op in graph.operators]
+    assert align_to_conv_views(graph) == 0
+    assert [(op.op, op.inputs, op.outputs) for op in graph.operators] == before
