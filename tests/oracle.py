@@ -98,6 +98,14 @@ def run_reference(tosa_bytes_or_path, inputs: dict, output_names: list, level: s
         return {name: np.load(path) for name, path in zip(output_names, out_files)}
 
 
+def assert_matches_reference(tosa_bytes_or_path, inputs: dict, outputs: dict) -> None:
+    """Each of `outputs` (name -> array, as the simulator gave them) equals the reference
+    model's, bit for bit."""
+    expected = run_reference(tosa_bytes_or_path, inputs, list(outputs))
+    for name, value in outputs.items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
+
+
 def make_attr(op, attr=None):
     """Return `attr`, or the default attribute of `op` (every operator needs one).
 

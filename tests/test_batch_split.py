@@ -16,7 +16,7 @@ from npu_sim.compiler import batch_split, driver, placement
 from npu_sim.compiler.ir import Operator, Tensor
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.config import parse_overrides
-from oracle import DType, GraphBuilder, run_reference
+from oracle import DType, GraphBuilder, assert_matches_reference
 from ops_sim_support import _attr, clamp_attr, rand, scalar, shape_const
 
 # 64 tokens, 4 heads of 32: the attention's tensors take about 110 KB whole, 28 KB a head
@@ -56,10 +56,7 @@ def test_a_spilling_attention_is_split_bit_exact_and_faster(encoder, monkeypatch
     assert _heads(program) == 4 * 9          # every operator of the region, once a head
     inputs = api.random_inputs(program, seed=3)
     split = api.simulate(program, cfg, inputs)
-    names = [b.name for b in program.outputs]
-    expected = run_reference(encoder, inputs, names)
-    for name in names:
-        np.testing.assert_array_equal(split.outputs[name], expected[name])
+    assert_matches_reference(encoder, inputs, split.outputs)
     monkeypatch.setattr(driver, "split_batches", lambda graph, resident: (graph, frozenset()))
     whole = _compile(encoder, cfg)
     assert _heads(whole) == 0
@@ -197,9 +194,7 @@ def test_two_regions_share_their_input_slices_and_take_no_name_twice(monkeypatch
     inputs = {**g.input_values}
     inputs[taken] = inputs.pop(x)
     result = api.simulate(program, cfg, inputs)
-    expected = run_reference(tosa, g.input_values, g.output_names)
-    for name in g.output_names:
-        np.testing.assert_array_equal(result.outputs[name], expected[name])
+    assert_matches_reference(tosa, g.input_values, result.outputs)
 
 
 def test_a_graph_with_variables_is_left_whole(encoder):
@@ -230,11 +225,7 @@ def test_executorch_attention_splits_through_its_reshapes(monkeypatch):
     cfg = api.load_config("default")
     program = _split_by_force(tosa, cfg, monkeypatch)
     inputs = api.random_inputs(program, seed=4)
-    names = [b.name for b in program.outputs]
-    expected = run_reference(tosa, inputs, names)
-    result = api.simulate(program, cfg, inputs)
-    for name in names:
-        np.testing.assert_array_equal(result.outputs[name], expected[name])
+    assert_matches_reference(tosa, inputs, api.simulate(program, cfg, inputs).outputs)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -285,6 +276,4 @@ def test_random_regions_split_by_force_match_the_reference(seed, monkeypatch):
     cfg = api.load_config("default")
     program = _split_by_force(tosa, cfg, monkeypatch)
     result = api.simulate(program, cfg, dict(g.input_values))
-    expected = run_reference(tosa, dict(g.input_values), g.output_names)
-    for name in g.output_names:
-        np.testing.assert_array_equal(result.outputs[name], expected[name])
+    assert_matches_reference(tosa, dict(g.input_values), result.outputs)

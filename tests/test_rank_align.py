@@ -13,7 +13,7 @@ from npu_sim.compiler import driver
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.compiler.rank_align import align_to_conv_views
 from npu_sim.config import parse_overrides
-from oracle import DType, GraphBuilder, run_reference
+from oracle import DType, GraphBuilder, assert_matches_reference
 from ops_sim_support import _attr, conv_attr, mac_stage, rand, scalar, shape_const
 
 
@@ -29,10 +29,7 @@ def test_an_encoders_residual_adds_ride_its_fc_layers(monkeypatch):
     assert riding == [["CONV2D", "RESCALE", "RESCALE", "RESCALE", "ADD", "RESCALE"]] * 2
     inputs = api.random_inputs(program, seed=4)
     result = api.simulate(program, cfg, inputs)
-    names = [b.name for b in program.outputs]
-    expected = run_reference(tosa, inputs, names)
-    for name in names:
-        np.testing.assert_array_equal(result.outputs[name], expected[name])
+    assert_matches_reference(tosa, inputs, result.outputs)
     monkeypatch.setattr(driver, "align_to_conv_views", lambda graph: 0)
     apart = _compile(tosa, cfg)
     assert not any("CONV2D" in layer.ops and "ADD" in layer.ops for layer in apart.layers)
@@ -88,9 +85,7 @@ def test_a_chain_on_a_conv_view_is_rewritten_bit_exact(view):
     cfg = api.load_config("default")
     program = _compile(tosa, cfg)
     result = api.simulate(program, cfg, dict(g.input_values))
-    expected = run_reference(tosa, dict(g.input_values), g.output_names)
-    for name in g.output_names:
-        np.testing.assert_array_equal(result.outputs[name], expected[name])
+    assert_matches_reference(tosa, dict(g.input_values), result.outputs)
 
 
 @pytest.mark.parametrize("view", [[8, 64], [1, 32, 16], [16, 32, 1]])
