@@ -441,7 +441,10 @@ def _stage_tables(m, s, b, zp: int, double_round: bool):
             cn *= mn
             cn += k0
         mnmax, cnmax = mmax << grow, cmax << grow
-    return _Tables(mn, cn, smax, mnmax, cnmax, mmax, bmax, cmax, c0max, m, s, b, zp)
+    # m, s and b are views of the memory they were read from: kept, they must not change
+    # when that buffer is written again (a later tile, a later run's tables found by contents)
+    return _Tables(mn, cn, smax, mnmax, cnmax, mmax, bmax, cmax, c0max, m.copy(), s.copy(),
+                   None if b is None else b.copy(), zp)
 
 
 def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:

@@ -327,3 +327,23 @@ def test_output_stage_results_hold_when_its_caches_forget():
             assert len(scale._STAGE_TABLES) == len(scale._STAGE_BY_ARRAYS) == 1
     finally:
         scale._STAGE_TABLES, scale._STAGE_BY_ARRAYS = saved
+
+
+def test_output_stage_tables_found_again_do_not_follow_their_first_buffer():
+    """Tables found again by their bytes, read from another buffer, give the result of those
+    bytes though the buffer they were first read from holds other tables by then (a second
+    run of a program in one process read its first run's last buffer contents)."""
+    acc = np.arange(-8, 8, dtype=np.int64).reshape(1, 8, 2) * 1000
+    first = (np.array([7, -3], np.int32), np.array([2 ** 31 - 1, 2 ** 30], np.int32),
+             np.array([10, 50], np.int32))         # shifts too far apart for one shared shift
+    want = _py_stage(acc, *first, 3, -128, 127, False)
+    buffer = [table.copy() for table in first]
+    got = dp.output_stage(acc, bias=buffer[0], multiplier=buffer[1], shift=buffer[2],
+                          out_dtype=np.int8, output_zp=3)
+    np.testing.assert_array_equal(got, want)
+    for table, value in zip(buffer, ([100, 200], [1 << 29, 1 << 28], [12, 40])):
+        table[:] = value                            # the buffer's next tables
+    again = [table.copy() for table in first]
+    got = dp.output_stage(acc, bias=again[0], multiplier=again[1], shift=again[2],
+                          out_dtype=np.int8, output_zp=3)
+    np.testing.assert_array_equal(got, want)
