@@ -393,8 +393,11 @@ def _rides_along(graph: Graph, placement, lowering, fused: Step, at: int, conv: 
     other's) do not see, so it must not cost the array anything: thinner channel slices
     leave columns idle in every pass, and more tiles pay more fills. One tile leaves the
     vector unit nothing to work on beside the array."""
-    plan = lowering.plan(fused, placement.workspaces[at][1])[3]
-    own = lowering.plan(fused.producer, placement.workspaces[conv][1])[3]
+    try:
+        plan = lowering.plan(fused, placement.workspaces[at][1])[3]
+        own = lowering.plan(fused.producer, placement.workspaces[conv][1])[3]
+    except DoesNotFitError:
+        return False
     if plan is None or own is None:
         return False
     width = plan.sizes[next(reversed(plan.sizes))]  # an NHWC chain's channels: its last dim

@@ -9,9 +9,10 @@ the array's next tiles.
 
 `align_to_conv_views` rewrites each elementwise chain (compiler/chains.py: the operators
 the vector unit runs as one program) of output shape S that reads such a view into the
-conv's shape T: views of T are read at their source,
-other data inputs through new RESHAPEs (a constant is reshaped in place of a copy), and each
-result read outside the chain is given back its shape S by a RESHAPE under its old name.
+conv's shape T: views of T are read at their source, other data inputs through new
+RESHAPEs (a constant is reshaped in place of a copy), and a result read outside the chain
+keeps its name in shape T while its readers outside read a RESHAPE of it back to S (a graph
+output keeps its name and shape S: the chain then writes a new tensor of shape T).
 Elementwise operators compute each element from the same elements of their inputs, and S and
 T order the elements alike (they differ by unit dimensions only, the channels last in both),
 so every output is bit for bit what it was.
@@ -32,7 +33,7 @@ from .steps import Step
 _STAGE = ("RESCALE", "CLAMP")
 
 
-def _conv_output(graph: Graph, producers: dict[str, Operator], name: str) -> bool:
+def _conv_output(producers: dict[str, Operator], name: str) -> bool:
     """`name` is a CONV2D's output, or that of its output stage."""
     op = producers.get(name)
     while op is not None and op.op in _STAGE:
@@ -43,7 +44,7 @@ def _conv_output(graph: Graph, producers: dict[str, Operator], name: str) -> boo
 def _unit_view(src: tuple, dst: tuple) -> bool:
     """dst orders src's elements alike: the two differ by unit dimensions only, and both end
     in the same (channel) dimension."""
-    return (src != dst and src[-1] == dst[-1] != 1
+    return (src != dst and bool(src) and bool(dst) and src[-1] == dst[-1] != 1
             and [d for d in src if d != 1] == [d for d in dst if d != 1])
 
 
@@ -59,10 +60,19 @@ def _to_shape(shape: tuple, src: tuple, dst: tuple) -> tuple:
 
 
 def _chains(graph: Graph) -> list[list[Operator]]:
-    """The elementwise chains the vector unit will run (compiler/chains.py), as operators."""
+    """The elementwise chains the vector unit will run (compiler/chains.py), as operators;
+    a MAC operator's RESCALE and CLAMP are left out: they run in its output stage."""
+    producers = graph.producers()
+
+    def stage(op) -> bool:
+        while op is not None and op.op in _STAGE:
+            op = producers.get(op.inputs[0])
+            if op is not None and OPERATORS[op.op].engine == "mac":
+                return True
+        return False
+
     steps = [Step("vector", op) for op in graph.operators
-             if op.op in ELEMENTWISE and not op.is_variable_access
-             and OPERATORS[op.op].engine == "vector"]
+             if op.op in ELEMENTWISE and OPERATORS[op.op].engine == "vector" and not stage(op)]
     return [step.chain for step in fuse_chains(graph, steps)]
 
 
@@ -78,7 +88,7 @@ def align_to_conv_views(graph: Graph) -> int:
             if view is not None and view.op == "RESHAPE" and not view.is_variable_access:
                 src = graph.tensors[view.inputs[0]]
                 if graph.tensors[name].shape == shape and _unit_view(src.shape, shape) \
-                        and _conv_output(graph, producers, src.name):
+                        and _conv_output(producers, src.name):
                     target = src.shape
                     break
         if target is not None and not any(graph.tensors[n].variable
@@ -90,8 +100,8 @@ def align_to_conv_views(graph: Graph) -> int:
 
 def _rewrite(graph: Graph, chain: list[Operator], shape: tuple, target: tuple) -> None:
     """Put the chain's operators into shape `target` (see align_to_conv_views()). Its
-    tensors keep their names (a graph output's is taken by the RESHAPE giving it back its
-    shape), so its step and layer keep theirs."""
+    tensors keep their names, so its step and layer keep theirs, except a graph output's,
+    which the RESHAPE giving it back its shape takes."""
     producers, consumers = graph.producers(), graph.consumers()
     inside = {id(op) for op in chain}
     made = {op.outputs[0] for op in chain}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tosa_serializer as ts
 
 from npu_sim import api, zoo
 from npu_sim.compiler import driver
@@ -36,20 +35,36 @@ def test_an_encoders_residual_adds_ride_its_fc_layers(monkeypatch):
     assert result.report.cycles < 0.97 * api.simulate(apart, cfg, timing_only=True).report.cycles
 
 
+def _conv(g, rng, shape, channels_in=32):
+    """A 1x1 int8 CONV2D of a new graph input into accumulators of `shape` (NHWC), with its
+    output stage (RESCALE to int8)."""
+    n, h, w, c = shape
+    x = g.tensor([n, h, w, channels_in], DType.INT8, rand(rng, DType.INT8, (n, h, w, channels_in)))
+    acc = g.intermediate(list(shape), DType.INT32)
+    g.op("CONV2D", [x, g.tensor([c, 1, 1, channels_in], DType.INT8,
+                                rand(rng, DType.INT8, (c, 1, 1, channels_in)), is_const=True),
+                    g.tensor([c], DType.INT32, np.zeros(c, np.int32), is_const=True),
+                    scalar(g, 0, DType.INT8), scalar(g, 0, DType.INT8)], [acc],
+         conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    return mac_stage(g, rng, acc, np.array([channels_in * 128 * 128]), list(shape),
+                     mode="rescale", output=False)
+
+
+def _run_bit_exact(g: GraphBuilder, cfg_name: str = "default"):
+    tosa = g.serialize()
+    cfg = api.load_config(cfg_name)
+    program = _compile(tosa, cfg)
+    result = api.simulate(program, cfg, dict(g.input_values))
+    assert_matches_reference(tosa, dict(g.input_values), result.outputs)
+    return program
+
+
 def _fc_then_add(rng, tokens: int, channels: int, view: list[int]) -> GraphBuilder:
     """A 1x1 conv over `tokens` rows ([tokens, 1, 1, channels]) viewed as `view`, plus a
     graph input and a broadcast constant; the sum is a graph output and is also summed over
     its last axis (a layer norm's first step) and squared."""
     g = GraphBuilder()
-    x = g.tensor([tokens, 1, 1, channels], DType.INT8, rand(rng, DType.INT8, (tokens, 1, 1, channels)))
-    acc = g.intermediate([tokens, 1, 1, channels], DType.INT32)
-    g.op("CONV2D", [x, g.tensor([channels, 1, 1, channels], DType.INT8,
-                                rand(rng, DType.INT8, (channels, 1, 1, channels)), is_const=True),
-                    g.tensor([channels], DType.INT32, np.zeros(channels, np.int32), is_const=True),
-                    scalar(g, 0, DType.INT8), scalar(g, 0, DType.INT8)], [acc],
-         conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
-    bound = np.array([channels * 128 * 128])
-    fc = mac_stage(g, rng, acc, bound, [tokens, 1, 1, channels], mode="rescale", output=False)
+    fc = _conv(g, rng, (tokens, 1, 1, channels), channels)
     seen = g.intermediate(view, DType.INT8)
     g.op("RESHAPE", [fc, shape_const(g, view)], [seen])
     other = g.tensor(view, DType.INT8, rand(rng, DType.INT8, view))
@@ -74,18 +89,14 @@ def _fc_then_add(rng, tokens: int, channels: int, view: list[int]) -> GraphBuild
 def test_a_chain_on_a_conv_view_is_rewritten_bit_exact(view):
     rng = np.random.default_rng(9100 + len(view))
     g = _fc_then_add(rng, 16, 32, view)
-    tosa = g.serialize()
-    graph = load_bytes(tosa, "net.tosa")
+    graph = load_bytes(g.serialize(), "net.tosa")
     assert align_to_conv_views(graph) == 1
     shapes = {op.op: graph.tensors[op.outputs[0]].shape for op in graph.operators}
     assert shapes["CAST"] == shapes["SUB"] == shapes["ADD"] == (16, 1, 1, 32)
     assert shapes["MUL"] == tuple(view)         # a chain of its own: the sum is read twice
     for name in g.output_names:          # the graph's outputs keep their names and shapes
         assert graph.tensors[name].shape in (tuple(view), tuple(view[:-1]) + (1,))
-    cfg = api.load_config("default")
-    program = _compile(tosa, cfg)
-    result = api.simulate(program, cfg, dict(g.input_values))
-    assert_matches_reference(tosa, dict(g.input_values), result.outputs)
+    _run_bit_exact(g)
 
 
 @pytest.mark.parametrize("view", [[8, 64], [1, 32, 16], [16, 32, 1]])
@@ -98,3 +109,33 @@ def test_a_view_that_moves_the_channels_is_left_alone(view):
     before = [(op.op, list(op.inputs), list(op.outputs)) for op in graph.operators]
     assert align_to_conv_views(graph) == 0
     assert [(op.op, op.inputs, op.outputs) for op in graph.operators] == before
+
+
+def test_a_rank0_view_of_a_one_channel_conv_compiles_bit_exact():
+    rng = np.random.default_rng(9300)
+    g = GraphBuilder()
+    fc = _conv(g, rng, (1, 1, 1, 1), channels_in=4)
+    seen = g.intermediate([], DType.INT8)
+    g.op("RESHAPE", [fc, shape_const(g, [])], [seen])
+    wide = g.intermediate([], DType.INT32)
+    g.op("CAST", [seen], [wide])
+    out = g.output([], DType.INT32)
+    g.op("ADD", [wide, g.tensor([], DType.INT32, np.array(5, np.int32), is_const=True)], [out])
+    _run_bit_exact(g)
+
+
+def test_another_convs_output_stage_stays_with_its_conv():
+    """The chain reads a view of one conv and, in its own shape, another conv's output: that
+    conv's RESCALE is its output stage, not a member of the chain to rewrite."""
+    rng = np.random.default_rng(9400)
+    g = GraphBuilder()
+    shape = [1, 16, 1, 32]
+    seen = g.intermediate(shape, DType.INT8)
+    g.op("RESHAPE", [_conv(g, rng, (16, 1, 1, 32)), shape_const(g, shape)], [seen])
+    other = _conv(g, rng, tuple(shape))
+    wide = [g.intermediate(shape, DType.INT32) for _ in range(2)]
+    g.op("CAST", [seen], [wide[0]])
+    g.op("CAST", [other], [wide[1]])
+    g.op("ADD", wide, [g.output(shape, DType.INT32)])
+    program = _run_bit_exact(g, "large-8k")
+    assert [layer.ops for layer in program.layers].count(["CONV2D", "RESCALE"]) == 2
