@@ -78,23 +78,31 @@ def _chains(graph: Graph) -> list[list[Operator]]:
 
 def align_to_conv_views(graph: Graph) -> int:
     """Rewrite each elementwise chain reading a unit-dimension view of a conv's output into
-    the conv's shape (see the module's docstring); returns how many chains were rewritten."""
-    rewritten, producers = 0, graph.producers()
+    the conv's shape (see the module's docstring) where the chain alone reads that output
+    (else no cascade could take the conv in); returns how many chains were rewritten."""
+    rewritten = 0
+    producers, consumers = graph.producers(), graph.consumers()
     for chain in _chains(graph):
         shape = graph.tensors[chain[-1].outputs[0]].shape
+        inside = {id(op) for op in chain}
         target = None
         for name in (n for op in chain for n in data_inputs(op)):
             view = producers.get(name)
-            if view is not None and view.op == "RESHAPE" and not view.is_variable_access:
-                src = graph.tensors[view.inputs[0]]
-                if graph.tensors[name].shape == shape and _unit_view(src.shape, shape) \
-                        and _conv_output(producers, src.name):
-                    target = src.shape
-                    break
+            if view is None or view.op != "RESHAPE" or view.is_variable_access:
+                continue
+            src = graph.tensors[view.inputs[0]]
+            if graph.tensors[name].shape == shape and _unit_view(src.shape, shape) \
+                    and _conv_output(producers, src.name) \
+                    and consumers.get(src.name) == [view] \
+                    and all(id(op) in inside for op in consumers.get(name, [])) \
+                    and not {src.name, name} & set(graph.outputs):
+                target = src.shape
+                break
         if target is not None and not any(graph.tensors[n].variable
                                           for op in chain for n in op.inputs):
             _rewrite(graph, chain, shape, target)
-            rewritten, producers = rewritten + 1, graph.producers()
+            rewritten += 1
+            producers, consumers = graph.producers(), graph.consumers()
     return rewritten
 
 
