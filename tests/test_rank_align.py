@@ -139,3 +139,17 @@ def test_another_convs_output_stage_stays_with_its_conv():
     g.op("ADD", wide, [g.output(shape, DType.INT32)])
     program = _run_bit_exact(g, "large-8k")
     assert [layer.ops for layer in program.layers].count(["CONV2D", "RESCALE"]) == 2
+
+
+def test_a_conv_output_read_elsewhere_too_is_left_alone():
+    """A cascade takes a conv into the one chain reading its output; read elsewhere too, the
+    rewrite could only change the chain's tiles."""
+    rng = np.random.default_rng(9500)
+    g = GraphBuilder()
+    fc = _conv(g, rng, (16, 1, 1, 32))
+    seen = g.intermediate([1, 16, 32], DType.INT8)
+    g.op("RESHAPE", [fc, shape_const(g, [1, 16, 32])], [seen])
+    g.op("CAST", [seen], [g.output([1, 16, 32], DType.INT32)])
+    g.op("CAST", [fc], [g.output([16, 1, 1, 32], DType.INT16)])
+    graph = load_bytes(g.serialize(), "net.tosa")
+    assert align_to_conv_views(graph) == 0
