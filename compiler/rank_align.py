@@ -33,11 +33,17 @@ from .steps import Step
 _STAGE = ("RESCALE", "CLAMP")
 
 
-def _conv_output(producers: dict[str, Operator], name: str) -> bool:
-    """`name` is a CONV2D's output, or that of its output stage."""
+def _past_stage(producers: dict[str, Operator], name: str) -> Operator | None:
+    """The operator producing `name`, past the RESCALE and CLAMP of an output stage."""
     op = producers.get(name)
     while op is not None and op.op in _STAGE:
         op = producers.get(op.inputs[0])
+    return op
+
+
+def _conv_output(producers: dict[str, Operator], name: str) -> bool:
+    """`name` is a CONV2D's output, or that of its output stage."""
+    op = _past_stage(producers, name)
     return op is not None and op.op == "CONV2D"
 
 
@@ -65,11 +71,8 @@ def _chains(graph: Graph) -> list[list[Operator]]:
     producers = graph.producers()
 
     def stage(op) -> bool:
-        while op is not None and op.op in _STAGE:
-            op = producers.get(op.inputs[0])
-            if op is not None and OPERATORS[op.op].engine == "mac":
-                return True
-        return False
+        mac = op.op in _STAGE and _past_stage(producers, op.inputs[0])
+        return bool(mac) and OPERATORS[mac.op].engine == "mac"
 
     steps = [Step("vector", op) for op in graph.operators
              if op.op in ELEMENTWISE and OPERATORS[op.op].engine == "vector" and not stage(op)]
