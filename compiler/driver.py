@@ -17,12 +17,12 @@ from .buffering import plan_buffering
 from .cascade import cascade_by_estimate, fuse_producers, step_estimate
 from .emit import CommandLimit, HoistingEmitter
 from .fold import fold_constants, remove_noop_reshapes
-from .rank_align import align_to_conv_views
 from .ir import Graph, Tensor
 from .lower import Lowering
 from .lowering import REWRITES
 from .placement import Placement
 from .prefetch import plan_prefetch
+from .rank_align import align_to_conv_views
 from .steps import Step, plan_steps, stage_table_name
 from .validate import validate
 
