@@ -12,13 +12,17 @@ outputs concatenated back), each head's tensors are small enough to stay on chip
 copies are ordered as a software pipeline: head h + 1's scores are computed before head h's
 context, so the array works on the next head while the vector unit runs this one's softmax.
 Each head's operators compute exactly what the whole region computed for that head, so the
-results are bit-identical.
+results are bit-identical. Where an input comes from a conv's output channels (BERT's QKV
+layer), each head may compute its own entry with a conv of its block of channels instead of
+slicing it (compiler/head_source.py): the array then computes the next head's Q, K and V
+while the vector unit runs this one's softmax, which otherwise waits for the whole conv.
 
 A region is split where its tensors do not fit in the resident share of the buffer whole but
 one head's do, and the compiler (compiler/driver.py) keeps the split only where the tiler's
 estimates, the pipeline's steps counted at its busier engine's share, save SPLIT_GAIN of what
 the region costs apart: the copies also load their small constants (tables, stage tables)
-once a head, which the estimates do not weigh.
+once a head, which the estimates do not weigh; and the heads compute their inputs only where
+that pipeline's estimate, its resources' shares, beats the slicing one's.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import numpy as np
 from npu_sim.isa.dtypes import STORAGE
 from npu_sim.isa.operators import DATA, ELEMENTWISE, OPERATORS
 
+from .head_source import head_ops, per_head_source
 from .ir import Graph, Operator, Tensor
 
 class _NotADag(Exception):
@@ -41,7 +46,8 @@ class _NotADag(Exception):
 _LOCAL = frozenset(ELEMENTWISE) | {"RESCALE", "TABLE", "MATMUL"}
 
 
-def split_batches(graph: Graph, resident: int) -> tuple[Graph, frozenset[str]]:
+def split_batches(graph: Graph, resident: int,
+                  from_convs: bool = False) -> tuple[Graph, frozenset[str]]:
     """A copy of `graph` with every batch-local region seeded by a batched MATMUL split,
     where its tensors do not all fit in the `resident` bytes of the on-chip buffer at once
     but one batch entry's do (where everything fits, the steps need no splitting to stay on
@@ -49,7 +55,9 @@ def split_batches(graph: Graph, resident: int) -> tuple[Graph, frozenset[str]]:
     and the names of the copies' tensors: compiler/placement.py keeps each until its reading
     engine's next step, so the other engine's steps of the pipeline never wait to write over
     it. `graph` itself and no names where no region qualifies. A graph with variables is
-    left whole: their reads and writes are ordered by the operators' order alone."""
+    left whole: their reads and writes are ordered by the operators' order alone.
+    `from_convs`: each head computes its entry of an input that comes from a conv's output
+    channels with its own conv (compiler/head_source.py) instead of slicing it."""
     if any(op.is_variable_access for op in graph.operators):
         return graph, frozenset()
     seeds, seen = [], set()
@@ -75,7 +83,7 @@ def split_batches(graph: Graph, resident: int) -> tuple[Graph, frozenset[str]]:
         region, axes = _region(split, producers[name])
         batch = split.tensors[name].shape[0]
         try:
-            pipelined |= _split(split, region, axes, batch, sliced)
+            pipelined |= _split(split, region, axes, batch, sliced, from_convs)
         except _NotADag:            # (cannot happen: _region() checks) the split is dropped
             return graph, frozenset()
     return split, frozenset(pipelined)
@@ -231,9 +239,10 @@ def _one(shape, axis: int) -> tuple:
 
 
 def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
-           sliced: dict[str, list[str]]) -> set[str]:
+           sliced: dict[str, list[str]], from_convs: bool) -> set[str]:
     """Replace the region by one copy per batch entry; returns the copies' tensors. The
-    inputs' slices are made once for every region (`sliced`)."""
+    inputs' slices are made once for every region (`sliced`); with `from_convs`, an input a
+    conv's output channels give is computed head by head instead (head_source.py)."""
     made = {o.outputs[0] for o in region}
     new_ops: list[Operator] = []
     where = region[0]
@@ -244,20 +253,31 @@ def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
         graph.tensors[name] = Tensor(name, tuple(int(d) for d in shape), dtype, data)
         return name
 
-    def emit(kind: str, inputs: list[str], output: str, attrs=None):
-        new_ops.append(Operator(kind, inputs, [output], dict(attrs or {}), where.location,
-                                where.index))
+    def emit(kind: str, inputs: list[str], output: str, attrs=None, into=None):
+        (new_ops if into is None else into).append(
+            Operator(kind, inputs, [output], dict(attrs or {}), where.location, where.index))
 
     def shape_const(name: str, values) -> str:
         name = tensor(name, (len(values),), "shape", np.asarray(values, np.int64))
         emit("CONST_SHAPE", [], name)
         return name
 
+    heads: list[list[Operator]] = [[] for _ in range(batch)]   # each head's own inputs
+    computed = []                   # inputs the heads compute instead of slicing them
     for op in region:
         for name in _data(op):
             if name in made or name in sliced or name not in axes:
                 continue
             t, axis = graph.tensors[name], axes[name]
+            source = None if t.is_const or not from_convs else \
+                per_head_source(graph, name, axis, batch)
+            if source is not None:
+                sliced[name] = [tensor(f"{name}::head{h}", _one(t.shape, axis), t.dtype)
+                                for h in range(batch)]
+                for h, part in enumerate(sliced[name]):
+                    heads[h] += head_ops(graph, source, h, part, tensor)
+                computed.append(name)
+                continue
             size = None if t.is_const else shape_const(f"{name}::head_size", _one(t.shape, axis))
             parts = []
             for h in range(batch):
@@ -270,7 +290,7 @@ def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
                     start = [0] * len(t.shape)
                     start[axis] = h
                     emit("SLICE", [name, shape_const(f"{name}::head{h}_start", start), size],
-                         part)
+                         part, into=heads[h])
                 parts.append(part)
             sliced[name] = parts
 
@@ -292,7 +312,7 @@ def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
             ops.append(Operator(op.op, inputs, [renamed[out.name, h]], dict(op.attrs),
                                 op.location, op.index))
         copies.append(ops)
-    new_ops += _pipelined(copies)
+    new_ops += _pipelined(copies, heads)
 
     consumers = graph.consumers()
     inside = {id(o) for o in region}
@@ -300,29 +320,52 @@ def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
         if name in graph.outputs or any(id(u) not in inside for u in consumers.get(name, [])):
             emit("CONCAT", [renamed[name, h] for h in range(batch)], name, {"axis": axes[name]})
     _replace(graph, region, new_ops)
-    return {o.outputs[0] for ops in copies for o in ops} | {
+    _drop_unread(graph, computed)
+    return {o.outputs[0] for ops in copies + heads for o in ops} | {
         p for parts in sliced.values() for p in parts}
 
 
-def _pipelined(copies: list[list[Operator]]) -> list[Operator]:
+def _pipelined(copies: list[list[Operator]], inputs: list[list[Operator]]) -> list[Operator]:
     """The copies' operators in a software pipeline: the next copy's first MATMUL (with the
     RESCALE of its output) before this copy's softmax and context, so the array computes the
     next head's scores while the vector unit runs this one's softmax. The step order is also
     what the buffers' lifetimes follow: the next head's scores then never take the room of
-    this head's softmax, which would make the array wait for the vector unit."""
-    heads = []
+    this head's softmax, which would make the array wait for the vector unit. Each head's
+    own inputs (`inputs`: slices, or the convs computing them) come just before its first
+    MATMUL."""
+    parts = []
     for ops in copies:
         first = 1                               # the region's seed, a MATMUL, comes first
         while first < len(ops) and ops[first].op in ("RESCALE", "CLAMP") and \
                 ops[first].inputs[0] == ops[first - 1].outputs[0]:
             first += 1
-        heads.append((ops[:first], ops[first:]))
-    order = list(heads[0][0])
-    for h, (_, rest) in enumerate(heads):
-        if h + 1 < len(heads):
-            order += heads[h + 1][0]
+        parts.append((ops[:first], ops[first:]))
+    order = inputs[0] + parts[0][0]
+    for h, (_, rest) in enumerate(parts):
+        if h + 1 < len(parts):
+            order += inputs[h + 1] + parts[h + 1][0]
         order += rest
     return order
+
+
+def _drop_unread(graph: Graph, names: list[str]) -> None:
+    """Remove the operators producing `names`, and in turn those producing their inputs,
+    where nothing reads their outputs any more (each head computes its own entries)."""
+    producers, consumers = graph.producers(), graph.consumers()
+    gone: set[int] = set()
+
+    def unread(name: str) -> bool:
+        return name not in graph.outputs and all(id(u) in gone for u in consumers.get(name, []))
+
+    todo = list(names)
+    while todo:
+        op = producers.get(todo.pop())
+        if op is None or id(op) in gone or op.is_variable_access \
+                or not all(unread(n) for n in op.outputs):
+            continue
+        gone.add(id(op))
+        todo += op.inputs
+    graph.operators = [op for op in graph.operators if id(op) not in gone]
 
 
 def _replace(graph: Graph, region: list[Operator], new_ops: list[Operator]) -> None:

@@ -353,8 +353,8 @@ def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: 
     more. The estimates are made where `placed` (place(steps)) puts them, and each fusion
     kept only where, placed anew, the fused step in its own room still beats the two apart
     (a step's room changes with its neighbours'), and the riding ones only where all steps'
-    estimates together do not grow; retries without those that do not, else none (and none
-    where the fused steps do not fit placed anew)."""
+    estimates together (estimate_total) do not grow; retries without those that do not,
+    else none (and none where the fused steps do not fit placed anew)."""
     refused: set[str] = set()
     for _ in range(3):
         gains = _estimated_gains(graph, steps, resident, placed[0], placed[1], refused)
@@ -371,7 +371,8 @@ def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: 
         worse = {step.output for at, step in enumerate(fused) if step.output in apart
                  and not step_estimate(trial[0], trial[1], step, at) < apart[step.output]}
         riding = {steps[at].output for at, (_, _, trip) in gains.items() if not trip}
-        if not worse and riding and _total(trial, fused) > _total(placed, steps):
+        if not worse and riding and \
+                estimate_total(fused, trial)[0] > estimate_total(steps, placed)[0]:
             worse = riding          # the room they take costs their neighbours more
         if not worse:
             return fused, trial
@@ -379,10 +380,21 @@ def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: 
     return steps, placed
 
 
-def _total(placed: tuple, steps: list[Step]) -> float:
-    """The tiler's estimates of the tiled steps, one after another."""
-    return sum(step_estimate(placed[0], placed[1], step, at) for at, step in enumerate(steps)
-               if step.kind in ("mac", "vector"))
+def estimate_total(steps: list[Step], placed) -> tuple[float, float]:
+    """(the compute steps' time, that of those outside pipelines) by the tiler's estimates:
+    one step after another, but a pipeline's steps (compiler/batch_split.py) in the time of
+    its busier engine's share. Split or not, the steps outside the region are the same
+    operators, so the unsplit total less the split's `rest` is the region's cost apart."""
+    placement, lowering = placed[0], placed[1]
+    rest, engines = 0.0, {"mac": 0.0, "vector": 0.0}
+    for i, step in enumerate(steps):
+        if step.kind in engines:
+            cycles = step_estimate(placement, lowering, step, i)
+            if step.output in placement.pipelined:
+                engines[step.kind] += cycles
+            else:
+                rest += cycles
+    return rest + max(engines.values()), rest
 
 
 def _rides_along(graph: Graph, placement, lowering, fused: Step, at: int, conv: int) -> bool:

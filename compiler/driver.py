@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import math
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from npu_sim.isa.program import Binding, Layer, Program, Segment
 
 from .batch_split import split_batches
 from .buffering import plan_buffering
-from .cascade import cascade_by_estimate, fuse_producers, step_estimate
+from .cascade import cascade_by_estimate, estimate_total, fuse_producers, step_estimate
 from .emit import CommandLimit, HoistingEmitter
 from .fold import fold_constants, remove_noop_reshapes
 from .ir import Graph, Tensor
@@ -176,7 +177,9 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
     remove_noop_reshapes(graph)
     align_to_conv_views(graph)
     resident = resident_share(config)
-    trial, pipelined = split_batches(graph, resident)   # before `graph` gains stage tables
+    # both before `graph` gains stage tables
+    trial, pipelined = split_batches(graph, resident)
+    computing = split_batches(graph, resident, from_convs=True) if pipelined else (trial, pipelined)
     steps, placed = _steps_placed(graph, config, resident)
     if pipelined:
         try:
@@ -184,10 +187,12 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
         except DoesNotFitError:
             pipelined = frozenset()
         else:
-            apart = _estimate(steps, placed)[0]
-            pipelined_total, rest = _estimate(split_steps, split_placed)
+            apart = estimate_total(steps, placed)[0]
+            pipelined_total, rest = estimate_total(split_steps, split_placed)
             if pipelined_total < apart - SPLIT_GAIN * (apart - rest):
                 graph, steps, placed = trial, split_steps, split_placed
+                graph, steps, placed, pipelined = _heads_computing(
+                    computing, config, resident, (graph, steps, placed, pipelined))
             else:
                 pipelined = frozenset()
     fused, fused_placed = cascade_by_estimate(
@@ -208,6 +213,23 @@ def _compile_graph(graph: Graph, config, model_name: str, validated: bool) -> Pr
         raise _too_many(limit, config) from None
 
 
+def _heads_computing(computing: tuple, config, resident: int, split: tuple) -> tuple:
+    """(graph, steps, placement, pipelined tensors) of the split whose heads compute their
+    inputs from convs (compiler/head_source.py) where its pipeline's estimate beats that of
+    the split slicing them (`split`), else `split`: each head's convs give the array work
+    beside the vector unit's softmaxes, but each pays its own fill and setups."""
+    graph, pipelined = computing
+    if pipelined == split[3]:
+        return split                # no input of the regions comes from a conv
+    try:
+        steps, placed = _steps_placed(graph, config, resident, pipelined)
+    except DoesNotFitError:
+        return split
+    if _pipeline_estimate(steps, placed) < _pipeline_estimate(split[1], split[2]):
+        return graph, steps, placed, pipelined
+    return split
+
+
 def _steps_placed(graph: Graph, config, resident: int, pipelined=frozenset()):
     """The graph's steps, with their stage tables, and where they are placed (_place())."""
     steps = fuse_producers(graph, plan_steps(graph), resident, config.sram.size - resident)
@@ -221,21 +243,28 @@ def _steps_placed(graph: Graph, config, resident: int, pipelined=frozenset()):
     return steps, _place(graph, steps, config, None, pipelined)
 
 
-def _estimate(steps: list[Step], placed) -> tuple[float, float]:
-    """(the compute steps' time, that of those outside pipelines) by the tiler's estimates:
-    one step after another, but a pipeline's steps (compiler/batch_split.py) in the time of
-    its busier engine's share. Split or not, the steps outside the region are the same
-    operators, so the unsplit total less the split's `rest` is the region's cost apart."""
+def _pipeline_estimate(steps: list[Step], placed) -> float:
+    """The compute steps' time by the tiler's estimates: a pipeline's steps in the time of its
+    busiest resource's share, the array's compute, the vector unit's or the memory ports'
+    transfers (each step's loads run ahead during the others' compute: compiler/prefetch.py
+    stages the heads' weights), the other steps one after another."""
     placement, lowering, _ = placed
-    rest, engines = 0.0, {"mac": 0.0, "vector": 0.0}
+    rest, shares = 0.0, {"mac": 0.0, "vector": 0.0, "ports": 0.0}
     for i, step in enumerate(steps):
-        if step.kind in engines:
-            cycles = step_estimate(placement, lowering, step, i)
-            if step.output in placement.pipelined:
-                engines[step.kind] += cycles
-            else:
-                rest += cycles
-    return rest + max(engines.values()), rest
+        if step.kind not in ("mac", "vector"):
+            continue
+        if step.output not in placement.pipelined:
+            rest += step_estimate(placement, lowering, step, i)
+            continue
+        try:
+            plan = lowering.plan(step, placement.workspaces[i][1])[3]
+        except DoesNotFitError:
+            plan = None
+        if plan is None:
+            return math.inf
+        shares[step.kind] += plan.compute
+        shares["ports"] += plan.transfer
+    return rest + max(shares.values())
 
 
 def _too_many(limit: CommandLimit, config) -> DoesNotFitError:

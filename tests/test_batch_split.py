@@ -17,7 +17,7 @@ from npu_sim.compiler.ir import Operator, Tensor
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.config import parse_overrides
 from oracle import DType, GraphBuilder, assert_matches_reference
-from ops_sim_support import _attr, clamp_attr, rand, scalar, shape_const
+from ops_sim_support import _attr, clamp_attr, conv_attr, mac_stage, rand, scalar, shape_const
 
 # 64 tokens, 4 heads of 32: the attention's tensors take about 110 KB whole, 28 KB a head
 ENCODER = dict(tokens=64, d_model=128, heads=4, d_ff=256, layers=1)
@@ -53,7 +53,9 @@ def _split_by_force(tosa: bytes, cfg, monkeypatch):
 def test_a_spilling_attention_is_split_bit_exact_and_faster(encoder, monkeypatch):
     cfg = _config("64KiB")
     program = _compile(encoder, cfg)
-    assert _heads(program) == 4 * 9          # every operator of the region, once a head
+    # the region's nine operators and the three convs computing Q, K and V, once a head
+    assert _heads(program) == 4 * 12
+    assert not any(layer.name == "layer0_attn_qkv_rescale" for layer in program.layers)
     inputs = api.random_inputs(program, seed=3)
     split = api.simulate(program, cfg, inputs)
     assert_matches_reference(encoder, inputs, split.outputs)
@@ -226,6 +228,19 @@ def test_executorch_attention_splits_through_its_reshapes(monkeypatch):
     program = _split_by_force(tosa, cfg, monkeypatch)
     inputs = api.random_inputs(program, seed=4)
     assert_matches_reference(tosa, inputs, api.simulate(program, cfg, inputs).outputs)
+    monkeypatch.setattr(driver, "_heads_computing", _computing_by_force)
+    program = _split_by_force(tosa, cfg, monkeypatch)
+    # each head's Q, K and V convs (compiler/head_source.py), through the 5-D views
+    assert sum(layer.name.endswith("::rescale") for layer in program.layers) == 2 * 3
+    assert_matches_reference(tosa, inputs, api.simulate(program, cfg, inputs).outputs)
+
+
+def _computing_by_force(computing, config, resident, split):
+    """driver._heads_computing that takes the heads computing their inputs where any do."""
+    graph, pipelined = computing
+    if pipelined == split[3]:
+        return split
+    return (graph, *driver._steps_placed(graph, config, resident, pipelined), pipelined)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -277,3 +292,69 @@ def test_random_regions_split_by_force_match_the_reference(seed, monkeypatch):
     program = _split_by_force(tosa, cfg, monkeypatch)
     result = api.simulate(program, cfg, dict(g.input_values))
     assert_matches_reference(tosa, dict(g.input_values), result.outputs)
+
+
+def _slicing_their_inputs(computing, config, resident, split):
+    """driver._heads_computing that keeps the split slicing the heads' inputs."""
+    return split
+
+
+def test_heads_computing_their_inputs_beat_heads_slicing_them(encoder, monkeypatch):
+    """Each head's Q, K and V from its own convs (compiler/head_source.py): the array computes
+    the next head's while the vector unit runs this one's softmax, instead of all of them
+    before the first softmax."""
+    cfg = _config("64KiB")
+    computing = api.simulate(_compile(encoder, cfg), cfg, timing_only=True).report.cycles
+    monkeypatch.setattr(driver, "_heads_computing", _slicing_their_inputs)
+    slicing = _compile(encoder, cfg)
+    assert any(layer.name == "layer0_attn_qkv_rescale" for layer in slicing.layers)
+    assert computing < 0.97 * api.simulate(slicing, cfg, timing_only=True).report.cycles
+
+
+def _executorch_graph():
+    graph = load_bytes((Path(__file__).parent / "data" / "attn_block" / "model.tosa").read_bytes(),
+                       "model.tosa")
+    driver.rewrite_operators(graph)
+    return graph
+
+
+def test_a_head_source_is_found_through_views_transposes_and_slices():
+    """ExecuTorch's attention lays its QKV conv's 96 channels out as [3, 1, 2, 16, 16] (q, k,
+    v by 2 heads by 16) through 5-D views, transposes and a slice each; K's is transposed."""
+    from npu_sim.compiler.head_source import per_head_source
+    graph = _executorch_graph()
+    seed = next(o for o in graph.operators if o.op == "MATMUL")
+    region, axes = batch_split._region(graph, seed)
+    found = {}
+    for name in axes:
+        if name not in {o.outputs[0] for o in region} and not graph.tensors[name].is_const:
+            source = per_head_source(graph, name, axes[name], 2)
+            if source is not None:
+                found[(source.first, source.width)] = source.transposed
+    assert found == {(0, 16): False, (32, 16): True, (64, 16): False}   # Q, K^T, V
+
+
+@pytest.mark.parametrize("layout,found", [((16, 2, 8), True), ((16, 8, 2), False)])
+def test_a_head_source_needs_each_heads_channels_in_one_block(layout, found):
+    """[16, 1, 1, 16] viewed as 16 x (2 heads x 8) gives each head a block of 8 channels;
+    as 16 x (8 x 2 heads), a head's channels are every other one: no conv of a block."""
+    from npu_sim.compiler.head_source import per_head_source
+    rng = np.random.default_rng(8300)
+    g = GraphBuilder()
+    x = g.tensor([16, 1, 1, 8], DType.INT8, rand(rng, DType.INT8, (16, 1, 1, 8)))
+    acc = g.intermediate([16, 1, 1, 16], DType.INT32)
+    g.op("CONV2D", [x, g.tensor([16, 1, 1, 8], DType.INT8, rand(rng, DType.INT8, (16, 1, 1, 8)),
+                                is_const=True),
+                    g.tensor([16], DType.INT32, np.zeros(16, np.int32), is_const=True),
+                    scalar(g, 0, DType.INT8), scalar(g, 0, DType.INT8)], [acc],
+         conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    fc = mac_stage(g, rng, acc, np.array([8 * 128 * 128]), [16, 1, 1, 16], mode="rescale",
+                   output=False)
+    view = g.intermediate(list(layout), DType.INT8)
+    g.op("RESHAPE", [fc, shape_const(g, list(layout))], [view])
+    heads_first = [2, 16, 8]
+    perms = (1, 0, 2) if layout == (16, 2, 8) else (2, 0, 1)
+    heads = g.output(heads_first, DType.INT8)
+    g.op("TRANSPOSE", [view], [heads], _attr("TransposeAttribute", list(perms)))
+    graph = load_bytes(g.serialize(), "g.tosa")
+    assert (per_head_source(graph, heads, 0, 2) is not None) == found
