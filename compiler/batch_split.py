@@ -79,13 +79,15 @@ def split_batches(graph: Graph, resident: int,
     producers = split.producers()
     pipelined: set[str] = set()
     sliced: dict[str, list[str]] = {}       # an input of a region -> its slices, made once
+    computed: list[str] = []                # inputs the heads compute instead
     for name in seeds:
         region, axes = _region(split, producers[name])
         batch = split.tensors[name].shape[0]
         try:
-            pipelined |= _split(split, region, axes, batch, sliced, from_convs)
+            pipelined |= _split(split, region, axes, batch, sliced, from_convs, computed)
         except _NotADag:            # (cannot happen: _region() checks) the split is dropped
             return graph, frozenset()
+    _drop_unread(split, computed)           # once every region reads the heads' own
     return split, frozenset(pipelined)
 
 
@@ -239,10 +241,11 @@ def _one(shape, axis: int) -> tuple:
 
 
 def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
-           sliced: dict[str, list[str]], from_convs: bool) -> set[str]:
+           sliced: dict[str, list[str]], from_convs: bool, computed: list[str]) -> set[str]:
     """Replace the region by one copy per batch entry; returns the copies' tensors. The
     inputs' slices are made once for every region (`sliced`); with `from_convs`, an input a
-    conv's output channels give is computed head by head instead (head_source.py)."""
+    conv's output channels give is computed head by head instead (head_source.py), and
+    added to `computed`."""
     made = {o.outputs[0] for o in region}
     new_ops: list[Operator] = []
     where = region[0]
@@ -263,7 +266,6 @@ def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
         return name
 
     heads: list[list[Operator]] = [[] for _ in range(batch)]   # each head's own inputs
-    computed = []                   # inputs the heads compute instead of slicing them
     for op in region:
         for name in _data(op):
             if name in made or name in sliced or name not in axes:
@@ -320,7 +322,6 @@ def _split(graph: Graph, region: list[Operator], axes: dict, batch: int,
         if name in graph.outputs or any(id(u) not in inside for u in consumers.get(name, [])):
             emit("CONCAT", [renamed[name, h] for h in range(batch)], name, {"axis": axes[name]})
     _replace(graph, region, new_ops)
-    _drop_unread(graph, computed)
     return {o.outputs[0] for ops in copies + heads for o in ops} | {
         p for parts in sliced.values() for p in parts}
 

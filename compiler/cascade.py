@@ -418,12 +418,17 @@ def _rides_along(graph: Graph, placement, lowering, fused: Step, at: int, conv: 
                  or width % lowering.hw.mac_array.cols == 0))
 
 
+def step_plan(placement, lowering, step: Step, at: int):
+    """The tiler's plan of `step` as step `at` of the placement (None: no plan fits)."""
+    try:
+        return lowering.plan(step, placement.workspaces[at][1])[3]
+    except DoesNotFitError:
+        return None
+
+
 def step_estimate(placement, lowering, step: Step, at: int) -> float:
     """The tiler's estimate of `step` as step `at` of the placement (inf: no plan fits)."""
-    try:
-        plan = lowering.plan(step, placement.workspaces[at][1])[3]
-    except DoesNotFitError:
-        return math.inf
+    plan = step_plan(placement, lowering, step, at)
     return math.inf if plan is None else plan.cost
 
 

@@ -15,7 +15,8 @@ from npu_sim.isa.program import Binding, Layer, Program, Segment
 
 from .batch_split import split_batches
 from .buffering import plan_buffering
-from .cascade import cascade_by_estimate, estimate_total, fuse_producers, step_estimate
+from .cascade import (cascade_by_estimate, estimate_total, fuse_producers, step_estimate,
+                      step_plan)
 from .emit import CommandLimit, HoistingEmitter
 from .fold import fold_constants, remove_noop_reshapes
 from .ir import Graph, Tensor
@@ -256,10 +257,7 @@ def _pipeline_estimate(steps: list[Step], placed) -> float:
         if step.output not in placement.pipelined:
             rest += step_estimate(placement, lowering, step, i)
             continue
-        try:
-            plan = lowering.plan(step, placement.workspaces[i][1])[3]
-        except DoesNotFitError:
-            plan = None
+        plan = step_plan(placement, lowering, step, i)
         if plan is None:
             return math.inf
         shares[step.kind] += plan.compute

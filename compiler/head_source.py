@@ -46,7 +46,8 @@ class HeadSource:
 def per_head_source(graph: Graph, name: str, axis: int, batch: int) -> HeadSource | None:
     """How each of the `batch` entries of `name` along `axis` comes from a block of output
     channels of the conv whose output stage produces it through layout operators; None
-    where it does not (or the conv's output is read elsewhere too)."""
+    where it does not, or where the conv's output has readers other than layout operators
+    (the whole conv would run beside the heads' own)."""
     producers, consumers = graph.producers(), graph.consumers()
     layout, src = [], name
     while (op := producers.get(src)) is not None and op.op in _LAYOUT \
@@ -54,7 +55,8 @@ def per_head_source(graph: Graph, name: str, axis: int, batch: int) -> HeadSourc
         layout.append(op)
         src = op.inputs[0]
     stage = _conv_stage(graph, producers, consumers, src)
-    if not layout or stage is None or graph.tensors[src].size > _MAX_IMAGE:
+    if not layout or stage is None or graph.tensors[src].size > _MAX_IMAGE \
+            or any(u.op not in _LAYOUT for u in consumers.get(src, [])):
         return None
     image = _index_image(graph, src, layout[::-1])
     if image is None:
@@ -99,8 +101,7 @@ def _conv_stage(graph: Graph, producers: dict, consumers: dict, name: str) -> li
                 or a.outputs[0] in graph.outputs:
             return None
     if stage[-1].outputs[0] in graph.outputs \
-            or not all(graph.tensors[n].is_const for n in op.inputs[1:]) \
-            or not all(graph.tensors[n].is_const for n in stage[1].inputs[1:]):
+            or not all(graph.tensors[n].is_const for o in stage for n in o.inputs[1:]):
         return None
     return stage
 

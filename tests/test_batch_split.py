@@ -358,3 +358,60 @@ def test_a_head_source_needs_each_heads_channels_in_one_block(layout, found):
     g.op("TRANSPOSE", [view], [heads], _attr("TransposeAttribute", list(perms)))
     graph = load_bytes(g.serialize(), "g.tosa")
     assert (per_head_source(graph, heads, 0, 2) is not None) == found
+
+
+def test_two_regions_reading_one_convs_heads_leave_no_whole_conv(monkeypatch):
+    """Two regions read the same Q, K^T and V of one conv: the heads compute them once, and
+    the whole conv, read by neither any more, is gone (it had run for nothing)."""
+    rng = np.random.default_rng(8400)
+    heads, dim, tokens = 2, 8, 16
+    g = GraphBuilder()
+    x = g.tensor([tokens, 1, 1, 16], DType.INT8, rand(rng, DType.INT8, (tokens, 1, 1, 16)))
+    acc = g.intermediate([tokens, 1, 1, 3 * heads * dim], DType.INT32)
+    g.op("CONV2D", [x, g.tensor([3 * heads * dim, 1, 1, 16], DType.INT8,
+                                rand(rng, DType.INT8, (3 * heads * dim, 1, 1, 16)), is_const=True),
+                    g.tensor([3 * heads * dim], DType.INT32, np.zeros(3 * heads * dim, np.int32),
+                             is_const=True),
+                    scalar(g, 0, DType.INT8), scalar(g, 0, DType.INT8)], [acc],
+         conv_attr((0, 0, 0, 0), (1, 1), (1, 1)))
+    qkv = mac_stage(g, rng, acc, np.array([16 * 128 * 128]), [tokens, 1, 1, 3 * heads * dim],
+                    mode="rescale", output=False)
+    split4 = g.intermediate([tokens, 3, heads, dim], DType.INT8)
+    g.op("RESHAPE", [qkv, shape_const(g, [tokens, 3, heads, dim])], [split4])
+    heads_first = g.intermediate([3, heads, tokens, dim], DType.INT8)
+    g.op("TRANSPOSE", [split4], [heads_first], _attr("TransposeAttribute", [1, 2, 0, 3]))
+    parts = []
+    for i in range(3):
+        part = g.intermediate([1, heads, tokens, dim], DType.INT8)
+        g.op("SLICE", [heads_first, shape_const(g, [i, 0, 0, 0]),
+                       shape_const(g, [1, heads, tokens, dim])], [part])
+        entry = g.intermediate([heads, tokens, dim], DType.INT8)
+        g.op("RESHAPE", [part, shape_const(g, [heads, tokens, dim])], [entry])
+        parts.append(entry)
+    q, k, v = parts
+    kt = g.intermediate([heads, dim, tokens], DType.INT8)
+    g.op("TRANSPOSE", [k], [kt], _attr("TransposeAttribute", [0, 2, 1]))
+    zero = scalar(g, 0, DType.INT8)
+    for _ in range(2):
+        scores = g.intermediate([heads, tokens, tokens], DType.INT32)
+        g.op("MATMUL", [q, kt, zero, zero], [scores])
+        top = g.intermediate([heads, tokens, 1], DType.INT32)
+        g.op("REDUCE_MAX", [scores], [top],
+             _attr("ReduceMaxAttribute", 2, ts.NanPropagationMode.PROPAGATE))
+        shifted = g.intermediate([heads, tokens, tokens], DType.INT32)
+        g.op("SUB", [scores, top], [shifted])
+        narrow = g.intermediate([heads, tokens, tokens], DType.INT8)
+        g.op("CAST", [shifted], [narrow])
+        g.op("MATMUL", [narrow, v, zero, zero], [g.output([heads, tokens, dim], DType.INT32)])
+    tosa = g.serialize()
+    monkeypatch.setattr(batch_split, "_peak_bytes",
+                        lambda graph, region, axes, batch, entries: 1 if entries == 1 else 1 << 40)
+    split, _ = batch_split.split_batches(load_bytes(tosa, "g.tosa"), 2, from_convs=True)
+    assert [op.op for op in split.operators].count("CONV2D") == 3 * heads
+    assert not any(op.op == "CONV2D" and op.outputs[0] == acc for op in split.operators)
+    cfg = api.load_config("default")
+    monkeypatch.setattr(driver, "_heads_computing", _computing_by_force)
+    program = _split_by_force(tosa, cfg, monkeypatch)
+    assert sum(layer.name.endswith("::rescale") for layer in program.layers) == 3 * heads
+    assert_matches_reference(tosa, dict(g.input_values),
+                             api.simulate(program, cfg, dict(g.input_values)).outputs)
