@@ -149,15 +149,17 @@ def test_a_region_that_leaves_and_comes_back_is_not_split():
             assert [o.op for o in region] == ["MATMUL", "REDUCE_MAX", "SUB"]
 
 
-def _scores_and_shift(g: GraphBuilder, q: str, k: str, batch: int, tokens: int) -> str:
-    """A batched MATMUL, its rows' maximum and the difference from it, as an output."""
+def _scores_and_shift(g: GraphBuilder, q: str, k: str, batch: int, tokens: int,
+                      output: bool = True) -> str:
+    """A batched MATMUL, its rows' maximum and the difference from it (a graph output, or
+    with output=False an intermediate)."""
     zero = scalar(g, 0, DType.INT8)
     scores = g.intermediate([batch, tokens, tokens], DType.INT32)
     g.op("MATMUL", [q, k, zero, zero], [scores])
     top = g.intermediate([batch, tokens, 1], DType.INT32)
     g.op("REDUCE_MAX", [scores], [top],
          _attr("ReduceMaxAttribute", 2, ts.NanPropagationMode.PROPAGATE))
-    out = g.output([batch, tokens, tokens], DType.INT32)
+    out = (g.output if output else g.intermediate)([batch, tokens, tokens], DType.INT32)
     g.op("SUB", [scores, top], [out])
     return out
 
@@ -393,13 +395,7 @@ def test_two_regions_reading_one_convs_heads_leave_no_whole_conv(monkeypatch):
     g.op("TRANSPOSE", [k], [kt], _attr("TransposeAttribute", [0, 2, 1]))
     zero = scalar(g, 0, DType.INT8)
     for _ in range(2):
-        scores = g.intermediate([heads, tokens, tokens], DType.INT32)
-        g.op("MATMUL", [q, kt, zero, zero], [scores])
-        top = g.intermediate([heads, tokens, 1], DType.INT32)
-        g.op("REDUCE_MAX", [scores], [top],
-             _attr("ReduceMaxAttribute", 2, ts.NanPropagationMode.PROPAGATE))
-        shifted = g.intermediate([heads, tokens, tokens], DType.INT32)
-        g.op("SUB", [scores, top], [shifted])
+        shifted = _scores_and_shift(g, q, kt, heads, tokens, output=False)
         narrow = g.intermediate([heads, tokens, tokens], DType.INT8)
         g.op("CAST", [shifted], [narrow])
         g.op("MATMUL", [narrow, v, zero, zero], [g.output([heads, tokens, dim], DType.INT32)])
