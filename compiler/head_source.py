@@ -117,8 +117,11 @@ def _index_image(graph: Graph, src: str, layout: list[Operator]) -> np.ndarray |
         tensors[op.outputs[0]] = dataclasses.replace(graph.tensors[op.outputs[0]], data=None)
     scratch = Graph(tensors, [], [], [])
     for op in layout:
-        value = FOLDS[op.op](scratch, op)
-        if value is None:
+        try:
+            value = FOLDS[op.op](scratch, op)
+        except (ValueError, IndexError, TypeError):     # a layout the folds do not take:
+            return None                                  # the heads slice it instead
+        if value is None or np.shape(value) != scratch.tensors[op.outputs[0]].shape:
             return None
         scratch.tensors[op.outputs[0]].data = np.asarray(value)
     return scratch.tensors[layout[-1].outputs[0]].data
