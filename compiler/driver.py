@@ -30,8 +30,12 @@ from .validate import validate
 
 # A config whose tiles are so small that the program passes this many commands is refused
 # as soon as it does: compiling and simulating it would take minutes and gigabytes
-# (bench/bounded_compile.py measures the worst case the README states).
+# (bench/bounded_compile.py measures the worst case the README states). A graph of more
+# multiply-accumulates may take one command for each MACS_PER_COMMAND of them: a network's
+# honest tiling grows with its work (ResNet-50 on edge-256 takes some 78k commands, one per
+# 53k MACs), tiles too small for the buffer grow with the buffer's smallness.
 MAX_COMMANDS = 80_000
+MACS_PER_COMMAND = 32_768
 # A batch split (compiler/batch_split.py) is kept where its pipeline's estimate saves at least
 # this share of what the region costs apart: the estimates leave out what the copies add
 # beside their compute steps (each loads its small constants again, queued behind other
@@ -265,9 +269,15 @@ def _pipeline_estimate(steps: list[Step], placed) -> float:
     return rest + max(shares.values())
 
 
-def _too_many(limit: CommandLimit, config) -> DoesNotFitError:
+def command_limit(graph: Graph, steps: list[Step]) -> int:
+    """The most commands a program of these steps may take."""
+    return max(MAX_COMMANDS, sum(macs_of(graph, step) for step in steps) // MACS_PER_COMMAND)
+
+
+def _too_many(failure: CommandLimit, config) -> DoesNotFitError:
+    layer, limit = failure.args
     return DoesNotFitError(
-        f"layer '{limit}': the program passes {MAX_COMMANDS:,} commands by this layer, at most "
+        f"layer '{layer}': the program passes {limit:,} commands by this layer, at most "
         f"that many are compiled (the tiles are too small in {config.sram.size:,} B); use a "
         f"config with a larger sram.size")
 
@@ -315,7 +325,7 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
                 emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
                 lowering.preload(name, part)
         except CommandLimit:
-            raise CommandLimit(step.output) from None
+            raise CommandLimit(step.output, emitter.limit) from None
     memories = list(config.memories)
     sizes = [config.sram.size] + [0] * len(memories)
     sizes[placement.weights_id] = max(sizes[placement.weights_id], placement.weights_bytes)
@@ -359,7 +369,7 @@ def _place(graph: Graph, steps: list[Step], config, searches: Lowering | None = 
         loc = placement.find(name)
         return 0.0 if loc is None else memory_cost(loc.mem)
 
-    emitter = HoistingEmitter(limit=MAX_COMMANDS)
+    emitter = HoistingEmitter(limit=command_limit(graph, steps))
     lowering = Lowering(graph, placement, emitter, config, cost_per_byte,
                         tile_overhead=config.dma.setup_cycles + 16, memory_cost=memory_cost,
                         handoffs=_handoffs(steps), room_slack=config.schedule.room_slack,

@@ -272,6 +272,7 @@ def test_cascade_left_apart_where_its_program_passes_the_command_limit(monkeypat
     expected = g.run()
     assert all(np.array_equal(np.asarray(got[n]), expected[n]) for n in g.output_names)
     monkeypatch.setattr(driver, "MAX_COMMANDS", 10)
+    monkeypatch.setattr(driver, "MACS_PER_COMMAND", 1 << 60)
     monkeypatch.setattr(driver, "_program", real)
     with pytest.raises(DoesNotFitError, match="layer '.+': the program passes 10 commands"):
         compile_model(load_bytes(g.serialize()), edge)

@@ -424,6 +424,7 @@ def test_a_program_past_the_command_limit_is_refused_as_it_passes_it(monkeypatch
         emitted.append(self)
 
     monkeypatch.setattr(emit.Emitter, "__init__", recording)
+    monkeypatch.setattr(driver, "MACS_PER_COMMAND", 1 << 60)     # the floor alone
     monkeypatch.setattr(driver, "MAX_COMMANDS", full // 2)
     with pytest.raises(DoesNotFitError, match=rf"layer '[^']+': the program passes "
                                               rf"{full // 2:,} commands by this layer"):
@@ -431,3 +432,19 @@ def test_a_program_past_the_command_limit_is_refused_as_it_passes_it(monkeypatch
     assert len(emitted[0].commands) == full // 2
     monkeypatch.setattr(driver, "MAX_COMMANDS", full)      # exactly at the limit: compiled
     assert len(api.compile_model(SMALL / "model.tosa", cfg, use_cache=False).commands) == full
+
+
+def test_the_command_limit_grows_with_the_graphs_work(monkeypatch):
+    """A graph of more multiply-accumulates may take more commands than the floor, one per
+    MACS_PER_COMMAND of them: a large network's honest tiling on a small buffer compiles,
+    while the same program under the floor alone is refused."""
+    from npu_sim.compiler import driver
+    cfg = api.load_config("edge-256")
+    program = api.compile_model(SMALL / "model.tosa", cfg, use_cache=False)
+    full, macs = len(program.commands), sum(layer.macs for layer in program.layers)
+    monkeypatch.setattr(driver, "MAX_COMMANDS", full // 2)
+    monkeypatch.setattr(driver, "MACS_PER_COMMAND", macs // full)
+    assert len(api.compile_model(SMALL / "model.tosa", cfg, use_cache=False).commands) == full
+    monkeypatch.setattr(driver, "MACS_PER_COMMAND", macs // (full // 2) + 1)
+    with pytest.raises(DoesNotFitError, match=rf"the program passes {full // 2:,} commands"):
+        api.compile_model(SMALL / "model.tosa", cfg, use_cache=False)
