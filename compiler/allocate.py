@@ -21,9 +21,13 @@ class IntervalAllocator:
         """Place `size` bytes alive over [first, last] at find()'s address; None if none."""
         addr = self.find(size, first, last, limit)
         if addr is not None:
-            self.placed.append((addr, align(max(size, 1)), first, last))
-            self.high_water = max(self.high_water, addr + align(max(size, 1)))
+            self.take(addr, size, first, last)
         return addr
+
+    def take(self, addr: int, size: int, first: int, last: int) -> None:
+        """Place `size` bytes alive over [first, last] at `addr`, which find() returned."""
+        self.placed.append((addr, align(max(size, 1)), first, last))
+        self.high_water = max(self.high_water, addr + align(max(size, 1)))
 
     def find(self, size: int, first: int, last: int, limit: int | None = None) -> int | None:
         """First-fit address for `size` bytes alive over [first, last], ending at or below

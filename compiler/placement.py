@@ -38,7 +38,7 @@ class Placement:
     def __init__(self, graph: Graph, steps: list[Step], memories: list[str], weights_mem: str,
                  fm_mem: str, onchip_size: int, resident_size: int, memory_sizes: dict,
                  pipelined: frozenset[str] = frozenset()):
-        self.graph = graph
+        self.graph, self.steps = graph, steps
         self.pipelined = pipelined      # tensors of pipelined copies (compiler/batch_split.py)
         self.memories = memories
         self.weights_id = memories.index(weights_mem) + 1
@@ -112,13 +112,9 @@ class Placement:
         lies below a tensor living through it (the gap a dead intermediate left) tiles there
         instead of above them all."""
         for i, (top, size) in enumerate(self.workspaces):
-            busy = sorted((a, align(a + s)) for a, s, f, l in self._resident.placed if f <= i <= l)
-            cursor = 0
-            for lo, hi in busy + [(self.onchip_size, self.onchip_size)]:
-                if lo - cursor > size:
-                    top, size = cursor, lo - cursor
-                cursor = max(cursor, hi)
-            self.workspaces[i] = (top, size)
+            start, length = _longest_free(self._busy(i), self.onchip_size)
+            if length > size:
+                self.workspaces[i] = (start, length)
 
     def stage(self, name: str, first: int, last: int, limit: int, rows: int | None = None,
               row0: int = 0) -> bool:
@@ -127,7 +123,7 @@ class Placement:
         `limit`; False when it does not fit. Readers see a whole copy in place of the
         constant; a prefix through staged_box()."""
         size = self._staged_bytes(name, rows)
-        addr = self._resident.place(size, first, last, limit)
+        addr, first, last = self._stage_room(size, first, last, limit)
         if addr is None:
             return False
         self._views.clear()
@@ -137,6 +133,41 @@ class Placement:
             self.prefixes.setdefault(name, []).append((addr, row0, rows))
         self._raise_floors(first, last, align(addr + size))
         return True
+
+    def _stage_room(self, size: int, first: int, last: int, limit: int):
+        """(address, first, last) of a staged copy's room over steps [first, last], or
+        (None, ...). Where the step before or after on the other engine may run alongside its
+        readers, the room is kept over that step too when it lies below that step's tile
+        buffers anyway: there that step's writes would have to wait for the readers (a vector
+        step's constants overwritten by the conv output whose rows it hands over)."""
+        resident, end = self._resident, align(max(size, 1))
+        addr = resident.find(size, first, last, limit)
+        if addr is None:
+            return None, first, last
+        lo, hi = overlap_start(self.steps, first), overlap_end(self.steps, last)
+        if (lo, hi) != (first, last):
+            wide = resident.find(size, lo, hi, limit)
+            if wide is not None and all(self._costs_no_room(j, wide, addr if first <= j <= last
+                                                            else None, end)
+                                        for j in range(lo, hi + 1)):
+                addr, first, last = wide, lo, hi
+        resident.take(addr, size, first, last)
+        return addr, first, last
+
+    def _costs_no_room(self, step: int, wide: int, narrow: int | None, size: int) -> bool:
+        """Whether `size` bytes at `wide` during `step` leave its tile buffers as much room
+        as at `narrow` (None: not there at all): below its floor, and its longest free
+        stretch (where widen_workspaces() may move them) as long."""
+        floor = self.workspaces[step][0]
+        if wide + size > (floor if narrow is None else max(floor, narrow + size)):
+            return False
+        busy, mine = self._busy(step), [] if narrow is None else [(narrow, size)]
+        return _longest_free(busy + [(wide, size)], self.onchip_size)[1] >= _longest_free(
+            busy + mine, self.onchip_size)[1]
+
+    def _busy(self, step: int) -> list[tuple[int, int]]:
+        """(address, bytes) of the on-chip room taken during `step`."""
+        return [(a, s) for a, s, f, l in self._resident.placed if f <= step <= l]
 
     def _raise_floors(self, first: int, last: int, end: int):
         """A new on-chip copy ending at `end` can only raise those steps' workspace floors."""
@@ -149,7 +180,7 @@ class Placement:
         with the weights (the others keep their order), and reserve one on-chip copy of them
         over steps [first, last], ending at or below `limit`; False when it does not fit."""
         sizes = [align(max(self.graph.tensors[n].nbytes, 1)) for n in names]
-        addr = self._resident.place(sum(sizes), first, last, limit)
+        addr, first, last = self._stage_room(sum(sizes), first, last, limit)
         if addr is None:
             return False
         self._views.clear()
@@ -433,6 +464,31 @@ class Placement:
                 packs[lead][at:at + data.nbytes] = data.tobytes()
         for lead, data in packs.items():
             yield self.weights_id, self.loc[lead].addr, bytes(data)
+
+
+def _longest_free(busy: list[tuple[int, int]], size: int) -> tuple[int, int]:
+    """(start, bytes) of the first longest stretch of [0, size) that none of the (address,
+    bytes) `busy` covers."""
+    start = length = cursor = 0
+    for a, s in sorted(busy) + [(size, 0)]:
+        if a - cursor > length:
+            start, length = cursor, a - cursor
+        cursor = max(cursor, align(a + s))
+    return start, length
+
+
+def overlap_end(steps, i: int) -> int:
+    """The last step that may run while step `i` does: the next one where it computes on the
+    other engine (its tiles start on the rows step `i` finishes, or on data of their own), so
+    what step `i` reads keeps its room through it; else `i` itself."""
+    if 0 <= i < len(steps) - 1 and {steps[i].kind, steps[i + 1].kind} == {"mac", "vector"}:
+        return i + 1
+    return i
+
+
+def overlap_start(steps, i: int) -> int:
+    """The first step that may still run while step `i` does (overlap_end()'s converse)."""
+    return i - 1 if 0 < i < len(steps) and overlap_end(steps, i - 1) == i else i
 
 
 def _overlapped(steps, last_use: dict, pipelined) -> None:
