@@ -47,6 +47,11 @@ NETWORKS: dict[str, tuple[str, str | None, dict]] = {
                            dict(dir="tflite/audio_example1", file="model.tflite")),
     "tfl_micro_speech": ("TFLite Micro speech (micro_speech)", FILE,
                          dict(dir="tflite/tflite_micro_speech", file="model.tflite")),
+    # int8 networks with float32 edges (QUANTIZE in, DEQUANTIZE out): PRO-FP presets only
+    "tfl_image_example1": ("TFLite image classifier, 96x96, float32 edges", FILE,
+                           dict(dir="tflite/image_example1", file="model.tflite")),
+    "tfl_autoencoder": ("TFLite autoencoder (fully connected), float32 edges", FILE,
+                        dict(dir="tflite/autoencoder_example", file="model.tflite")),
 }
 
 # Not a bench network: the smallest run there is (a few KB of weights), whose peak memory is

@@ -44,6 +44,8 @@ def goals(results: dict) -> list[dict]:
     worst = sorted(got.items(), key=lambda kv: -kv[1][0])
     above = [(k, v) for k, v in worst if v[0] > ATTAINABLE_GOAL]
     below = [(k, v) for k, v in worst if v[0] < 1.0]
+    refused = [f"{n} {cfg}" for n in nets for cfg, c in _configs(results, n).items()
+               if c.get("refused")]
     out.append({"goal": "every bench network on every preset within 1.15x of its attainable "
                         "bound, none below it (roofline ratio beside it)",
                 "target": f"1.0 <= cycles / attainable <= {ATTAINABLE_GOAL}",
@@ -52,7 +54,9 @@ def goals(results: dict) -> list[dict]:
                                           for (n, cfg), (a, r) in above) or "none above")
                              + ("; BELOW the bound: " + ", ".join(
                                  f"{n} {cfg} {a:.2f}" for (n, cfg), (a, _) in below)
-                                if below else "; none below"))
+                                if below else "; none below")
+                             + (f"; refused by the preset (see the table): {', '.join(refused)}"
+                                if refused else ""))
                 if got else "not measured",
                 "met": (not above and not below) if got else None})
 
@@ -211,6 +215,10 @@ def summary_table(results) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key, r in results["networks"].items():
         for cfg, c in r["configs"].items():
+            if c.get("refused"):
+                lines.append(f"| {key} | {cfg} | refused: `{_one(c['refused'])}` |"
+                             + " |" * 11)
+                continue
             rep = c.get("report") or {}
             full, ref = c.get("full") or {}, c.get("ref") or {}
             to = c.get("timing_only") or {}

@@ -99,9 +99,10 @@ def native_ref_binary() -> str | None:
 
 def compare_outputs(sim_dir: Path, ref_files: dict[str, Path]) -> list[str]:
     """Differences between npu-sim's outputs and the reference model's ([] = bit-identical)."""
+    from npu_sim.cli_files import output_paths      # the file names `npu-sim run` writes
     diffs = []
     for name, rf in ref_files.items():
-        sf = sim_dir / f"{name}.npy"
+        sf = output_paths([name], sim_dir)[0]
         if not sf.exists() or not rf.exists():
             diffs.append(f"{name}: missing {'npu-sim' if not sf.exists() else 'reference'} "
                          "output")
@@ -341,7 +342,12 @@ class Bench:
             c["mismatches"] = mismatches[cfg]
             errors = [f"{k}: {s.stderr_tail}" for k, v in samples[cfg].items() for s in v
                       if s.rc != 0]
-            c["errors"] = sorted(set(errors))
+            ran = [s for v in samples[cfg].values() for s in v]
+            # A preset without what the model needs (edge-256 has no PRO-FP for a TFLite
+            # model's float edges) refuses it in one line, exit status 2, every time.
+            c["refused"] = (_last_line(ran[0].stderr_tail) if ran and all(s.rc == 2 for s in ran)
+                            else None)
+            c["errors"] = [] if c["refused"] else sorted(set(errors))
             vt = (vela or {}).get("time") or {}
             for what, suffix in (("wall_s", ""), ("cpu_s", "_cpu")):
                 w = lambda k: (c[k] or {}).get(what)   # noqa: E731
@@ -394,6 +400,10 @@ def dse_throughput(bench) -> dict:
 
 def _first_line(text: str) -> str:
     return next((x for x in str(text).splitlines() if x.strip()), "")
+
+
+def _last_line(text: str) -> str:
+    return next((x for x in reversed(str(text).splitlines()) if x.strip()), "")
 
 
 def _cycles(report_json: Path):
