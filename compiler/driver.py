@@ -298,7 +298,10 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
     layers, read_before = [], {}
     for name, reader, part in preloads.get(-1, []):     # packs the first step reads
         emitter.layer = layer_of[reader]
-        lowering.preload(name, part)
+        try:
+            lowering.preload(name, part)
+        except CommandLimit:
+            raise CommandLimit(steps[reader].output, emitter.limit) from None
     for index, step in enumerate(steps):
         try:
             if step.kind == "dma" and emits[index]:

@@ -448,3 +448,14 @@ def test_the_command_limit_grows_with_the_graphs_work(monkeypatch):
     monkeypatch.setattr(driver, "MACS_PER_COMMAND", macs // (full // 2) + 1)
     with pytest.raises(DoesNotFitError, match=rf"the program passes {full // 2:,} commands"):
         api.compile_model(SMALL / "model.tosa", cfg, use_cache=False)
+
+
+def test_a_limit_passed_by_the_first_steps_staged_constants_names_that_step(monkeypatch):
+    """The constants packed for the first step are copied before any step: a limit they
+    pass is refused naming that step, as any other."""
+    from npu_sim.compiler import driver
+    monkeypatch.setattr(driver, "MACS_PER_COMMAND", 1 << 60)
+    monkeypatch.setattr(driver, "MAX_COMMANDS", 0)
+    model = Path(__file__).parent / "data" / "tflite" / "image_example1" / "model.tflite"
+    with pytest.raises(DoesNotFitError, match=r"layer 'tfl.quantize': the program passes 0 "):
+        api.compile_model(model, api.load_config("default"), use_cache=False)
