@@ -144,7 +144,7 @@ class Placement:
         addr = resident.find(size, first, last, limit)
         if addr is None:
             return None, first, last
-        lo, hi = overlap_start(self.steps, first), overlap_end(self.steps, last)
+        lo, hi = _overlap_start(self.steps, first), _overlap_end(self.steps, last)
         if (lo, hi) != (first, last):
             wide = resident.find(size, lo, hi, limit)
             if wide is not None and all(self._costs_no_room(j, wide, addr if first <= j <= last
@@ -477,7 +477,7 @@ def _longest_free(busy: list[tuple[int, int]], size: int) -> tuple[int, int]:
     return start, length
 
 
-def overlap_end(steps, i: int) -> int:
+def _overlap_end(steps, i: int) -> int:
     """The last step that may run while step `i` does: the next one where it computes on the
     other engine (its tiles start on the rows step `i` finishes, or on data of their own), so
     what step `i` reads keeps its room through it; else `i` itself."""
@@ -486,9 +486,9 @@ def overlap_end(steps, i: int) -> int:
     return i
 
 
-def overlap_start(steps, i: int) -> int:
-    """The first step that may still run while step `i` does (overlap_end()'s converse)."""
-    return i - 1 if 0 < i < len(steps) and overlap_end(steps, i - 1) == i else i
+def _overlap_start(steps, i: int) -> int:
+    """The first step that may still run while step `i` does (_overlap_end()'s converse)."""
+    return i - 1 if 0 < i < len(steps) and _overlap_end(steps, i - 1) == i else i
 
 
 def _overlapped(steps, last_use: dict, pipelined) -> None:
