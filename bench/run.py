@@ -344,9 +344,10 @@ class Bench:
                       if s.rc != 0]
             ran = [s for v in samples[cfg].values() for s in v]
             # A preset without what the model needs (edge-256 has no PRO-FP for a TFLite
-            # model's float edges) refuses it in one line, exit status 2, every time.
-            c["refused"] = (_last_line(ran[0].stderr_tail) if ran and all(s.rc == 2 for s in ran)
-                            else None)
+            # model's float edges) refuses it as unsupported, exit status 2, every time; any
+            # other failure (a model that does not fit, say) stays an error.
+            c["refused"] = (_last_line(ran[0].stderr_tail) if ran and all(
+                s.rc == 2 and "unsupported:" in _last_line(s.stderr_tail) for s in ran) else None)
             c["errors"] = [] if c["refused"] else sorted(set(errors))
             vt = (vela or {}).get("time") or {}
             for what, suffix in (("wall_s", ""), ("cpu_s", "_cpu")):
