@@ -28,7 +28,9 @@ def _run(model, preset):
     got = result.outputs[info["outputs"][0]["name"]]
     ref = np.load(DATA / model / "ref-output-0.npy")
     assert got.dtype == ref.dtype == np.float32 and got.shape == ref.shape
-    assert result.report.cycles > 0 and result.report.energy_uj["total"] > 0
+    report = result.report      # no schedule beats its bounds, on real frontend graphs too
+    assert report.cycles >= report.roofline["attainable"]["cycles"] >= report.roofline["cycles"] > 0
+    assert report.energy_uj["total"] > 0
     return got, ref
 
 

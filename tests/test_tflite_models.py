@@ -30,7 +30,8 @@ def test_int8_model_is_bit_exact(model, preset):
     got = result.outputs[info["outputs"][0]["name"]]
     assert got.dtype == ref.dtype and got.shape == ref.shape
     assert np.array_equal(got, ref)
-    assert result.report.cycles > 0
+    report = result.report      # no schedule beats its bounds, on real frontend graphs too
+    assert report.cycles >= report.roofline["attainable"]["cycles"] >= report.roofline["cycles"] > 0
 
 
 def test_cli_run_takes_tflite_names_and_writes_sanitized_outputs(tmp_path, capsys):
