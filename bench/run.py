@@ -347,7 +347,8 @@ class Bench:
             # model's float edges) refuses it as unsupported, exit status 2, every time; any
             # other failure (a model that does not fit, say) stays an error.
             c["refused"] = (_last_line(ran[0].stderr_tail) if ran and all(
-                s.rc == 2 and "unsupported:" in _last_line(s.stderr_tail) for s in ran) else None)
+                s.rc == 2 and _last_line(s.stderr_tail).startswith("npu-sim: unsupported:")
+                for s in ran) else None)
             c["errors"] = [] if c["refused"] else sorted(set(errors))
             vt = (vela or {}).get("time") or {}
             for what, suffix in (("wall_s", ""), ("cpu_s", "_cpu")):

@@ -33,7 +33,7 @@ from .validate import validate
 # (bench/bounded_compile.py measures the worst case the README states). A graph of more
 # multiply-accumulates may take one command for each MACS_PER_COMMAND of them: a network's
 # honest tiling grows with its work (ResNet-50 on edge-256 takes some 78k commands, one per
-# 53k MACs), tiles too small for the buffer grow with the buffer's smallness.
+# 52k MACs), tiles too small for the buffer grow with the buffer's smallness.
 MAX_COMMANDS = 80_000
 MACS_PER_COMMAND = 32_768
 # A batch split (compiler/batch_split.py) is kept where its pipeline's estimate saves at least

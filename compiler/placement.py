@@ -140,7 +140,7 @@ class Placement:
         readers, the room is kept over that step too when it lies below that step's tile
         buffers anyway: there that step's writes would have to wait for the readers (a vector
         step's constants overwritten by the conv output whose rows it hands over)."""
-        resident, end = self._resident, align(max(size, 1))
+        resident, aligned = self._resident, align(max(size, 1))
         addr = resident.find(size, first, last, limit)
         if addr is None:
             return None, first, last
@@ -148,7 +148,7 @@ class Placement:
         if (lo, hi) != (first, last):
             wide = resident.find(size, lo, hi, limit)
             if wide is not None and all(self._costs_no_room(j, wide, addr if first <= j <= last
-                                                            else None, end)
+                                                            else None, aligned)
                                         for j in range(lo, hi + 1)):
                 addr, first, last = wide, lo, hi
         resident.take(addr, size, first, last)
@@ -481,14 +481,14 @@ def _overlap_end(steps, i: int) -> int:
     """The last step that may run while step `i` does: the next one where it computes on the
     other engine (its tiles start on the rows step `i` finishes, or on data of their own), so
     what step `i` reads keeps its room through it; else `i` itself."""
-    if 0 <= i < len(steps) - 1 and {steps[i].kind, steps[i + 1].kind} == {"mac", "vector"}:
+    if i < len(steps) - 1 and {steps[i].kind, steps[i + 1].kind} == {"mac", "vector"}:
         return i + 1
     return i
 
 
 def _overlap_start(steps, i: int) -> int:
     """The first step that may still run while step `i` does (_overlap_end()'s converse)."""
-    return i - 1 if 0 < i < len(steps) and _overlap_end(steps, i - 1) == i else i
+    return i - 1 if i > 0 and _overlap_end(steps, i - 1) == i else i
 
 
 def _overlapped(steps, last_use: dict, pipelined) -> None:
