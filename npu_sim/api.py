@@ -19,7 +19,7 @@ from npu_sim.isa.errors import ConfigError, InputError, ModelError, ProgramError
 from npu_sim.isa.program import Program
 from npu_sim.isa.records import record
 
-from . import cache
+from . import cache, seeded
 from .config import HardwareConfig, config_from_dict, load_config
 from .report import Report, build_report
 from .paths import os_reason, why_unreadable
@@ -180,21 +180,20 @@ def _check_seed(seed) -> None:
 
 
 def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random data for every graph input: integers over the full range of their dtype,
-    floats standard normal (rounded to the type)."""
+    """Seeded data for every graph input (npu_sim/seeded.py, the same on every machine):
+    integers uniform over their type's range, floats about standard normal (rounded to the
+    type), booleans even."""
     _check_seed(seed)
-    rng = np.random.default_rng(seed)
     out = {}
-    for b in program.inputs:
+    for stream, b in enumerate(program.inputs):
+        t, shape = DTYPES[b.view.dtype], tuple(b.view.shape)
         dtype = np.dtype(STORAGE[b.view.dtype])
-        if dtype == np.bool_:
-            out[b.name] = rng.integers(0, 2, b.view.shape).astype(np.bool_)
-        elif DTYPES[b.view.dtype].kind == "float":
-            out[b.name] = rng.standard_normal(b.view.shape).astype(dtype)
+        if t.kind == "float":
+            out[b.name] = seeded.normal(seed, stream, shape).astype(dtype)
+        elif t.kind == "bool":
+            out[b.name] = seeded.integers(seed, stream, shape, 1) != 0
         else:
-            info = np.iinfo(dtype)
-            lo, hi = (-8, 7) if b.view.dtype == "int4" else (info.min, info.max)
-            out[b.name] = rng.integers(lo, hi, b.view.shape, endpoint=True).astype(dtype)
+            out[b.name] = seeded.integers(seed, stream, shape, t.bits).astype(dtype)
     return out
 
 
@@ -211,7 +210,7 @@ def simulate(program: Program, config: HardwareConfig, inputs: dict | None = Non
     if not timing_only:
         _check_seed(seed)
         given = dict(inputs or {})
-        # seeded data for the inputs not given (numpy.random is imported only then)
+        # seeded data for the inputs not given
         values = given if all(b.name in given for b in program.inputs) else {
             **random_inputs(program, seed), **given}
     sim = machine.run(values, compute_values=not timing_only)

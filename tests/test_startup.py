@@ -1,7 +1,12 @@
 """What a cached integer run imports: neither simpy's package __init__ (importlib.metadata)
-nor ml_dtypes, while `import simpy` and the float types still work once asked for."""
+nor ml_dtypes, nor numpy.random for the inputs it makes up, while `import simpy` and the
+float types still work once asked for."""
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+SMALL_CNN = Path(__file__).parent / "data" / "small_cnn" / "model.tosa"
 
 CHECK = """
 import sys
@@ -25,6 +30,21 @@ print("ok")
 def test_a_run_imports_neither_importlib_metadata_nor_ml_dtypes():
     out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True,
                          timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+NO_INPUTS = """
+import sys
+from npu_sim import api
+result = api.run(sys.argv[1], "default")
+assert result.outputs and "numpy.random" not in sys.modules and "hashlib" not in sys.modules
+print("ok")
+"""
+
+
+def test_a_run_without_inputs_does_not_import_numpy_random(tmp_path):
+    out = subprocess.run([sys.executable, "-c", NO_INPUTS, str(SMALL_CNN)], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "NPU_SIM_CACHE": "off"})
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
