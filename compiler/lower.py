@@ -14,7 +14,7 @@ from .cascade import cascade_space
 from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
 from .staging import (block_views, dma_cycles, permute_cycles, permute_operands,
-                      plan as plan_staging)
+                      plan as plan_staging, split_queues)
 from .steps import Step
 from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim
 
@@ -385,7 +385,8 @@ class Lowering:
                                 {"base": first, "strides": strides})
             return
         base, size = self._workspace
-        stage = plan_staging(src, dst, self.hw, self.port_cost, size)
+        queues = self._block_queues((src.mem, dst.mem))
+        stage = plan_staging(src, dst, self.hw, self.port_cost, size, len(queues))
         if self._probe is not None:
             self._probe[0] = max(self._probe[0], stage.working_set if stage else 0)
             return
@@ -393,26 +394,28 @@ class Lowering:
             self.em.copy(src, dst, self._move_channel())
             return
         base = self._buffers_at(base, size, stage.working_set)
-        bufs = (base, base + align(stage.buffer_bytes))
+        ring = [base + k * align(stage.buffer_bytes) for k in range(stage.slots)]
+        after = ring[-1] + align(stage.buffer_bytes)
+        permuted = [after + k * align(stage.permuted_bytes) for k in range(stage.slots)]
         n = src.shape[stage.axis]
-        queues = self._block_queues((src.mem, dst.mem))
-        permuted = (bufs[1] + align(stage.buffer_bytes),
-                    bufs[1] + align(stage.buffer_bytes) + align(stage.permuted_bytes))
-        blocks = [block_views(src, dst, stage, start, min(stage.block, n - start), bufs[k % 2])
+        blocks = [block_views(src, dst, stage, start, min(stage.block, n - start),
+                              ring[k % stage.slots])
                   for k, start in enumerate(range(0, n, stage.block))]
-        # Each block's load is queued ahead of the previous block's store, so a queue loads
-        # the next block while this one is reordered, not after it is stored.
-        self.em.copy(*blocks[0][:2], queues[0])
+        loads, stores = split_queues(queues)
+        # Loads run ahead by the ring's depth: block k + slots - 1 is queued before block k's
+        # store (its buffer is free once block k - 1 is read out of it).
+        ahead = stage.slots - 1
+        for k in range(min(ahead, len(blocks))):
+            self.em.copy(*blocks[k][:2], loads[k % len(loads)])
         for k, (_, _, held, store) in enumerate(blocks):
-            channel = queues[k % len(queues)]
-            if k + 1 < len(blocks):
-                self.em.copy(*blocks[k + 1][:2], queues[(k + 1) % len(queues)])
+            if k + ahead < len(blocks):
+                self.em.copy(*blocks[k + ahead][:2], loads[(k + ahead) % len(loads)])
             if stage.permuted_bytes:        # the vector unit reorders the block word by word
                 block, first, strides = permute_operands(held)
-                held = dense(ONCHIP, permuted[k % 2], held.shape, held.dtype)
+                held = dense(ONCHIP, permuted[k % stage.slots], held.shape, held.dtype)
                 self.em.compute("vector", "permute", {"in0": block}, {"out": held},
                                 {"base": first, "strides": strides})
-            self.em.copy(held, store, channel)
+            self.em.copy(held, store, stores[k % len(stores)])
 
     def _block_queues(self, mems) -> list[int]:
         """The DMA queues a staged or assembled move's blocks take in turn: every queue; but

@@ -6,16 +6,19 @@ that reads an NCHW tensor pixel by pixel (1-byte runs of a 3-channel image) move
 byte. Staged, each block is loaded in the source's own layout (long runs), then copied from the
 on-chip buffer to the destination in the destination's layout (long runs there too): the
 reordering happens on chip, where the banks pay a whole word per access, not a burst. Blocks
-alternate between two buffers and the DMA channels, so the next block loads while the last one
-is stored. A source dim of stride 0 (TILE's repeats) is loaded once and broadcast from the
+take a ring of buffers in turn, loads on some DMA queues and stores on others, so later blocks
+load while earlier ones are reordered and stored; a deeper ring lets loads run further ahead
+where the memory's port outpaces one DMA channel (large-8k: 200 B/cycle of HBM, 128 per
+channel). A source dim of stride 0 (TILE's repeats) is loaded once and broadcast from the
 buffer; a negative stride (REVERSE) is loaded forwards and reversed on chip.
 
 The planner estimates both ways with the machine's DMA cost (bursts, words, the DMA's own
-rate, one external port per memory: `memory_cost` gives a memory's port's cycles per byte)
-and stages only when that is cheaper.
+rate, one external port per memory: `memory_cost` gives a memory's port's cycles per byte,
+the memory's latency, a queue's setup) and stages only when that is clearly cheaper.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 from npu_sim.isa.commands import ONCHIP, TensorView, dense
@@ -25,6 +28,12 @@ from .allocate import align
 
 MAX_BLOCKS = 64            # bounds the commands of one move
 MIN_BLOCK_BYTES = 2048     # smaller blocks pay more in setup than they overlap
+SLOTS = (2, 3, 4)          # ring depths tried
+# A staged plan must beat the direct copy by more than this fraction of it: its estimate
+# models a pipeline of many commands (within about 10% of the machine on
+# bench/data_movement.py's moves), a direct copy's is one DMA's, and staging takes buffer room
+# and vector time from the layers around it.
+STAGE_MARGIN = 0.03
 
 
 @record(frozen=True)
@@ -32,13 +41,14 @@ class Stage:
     axis: int                       # blocks split this dim of the copy
     block: int                      # entries of it per block
     order: tuple[int, ...]          # the buffer's dims, outermost first (the source's layout)
-    buffer_bytes: int               # one of the two buffers the blocks load into
-    permuted_bytes: int = 0         # one of the two the vector unit permutes a block into, in
+    buffer_bytes: int               # one of the ring's buffers the blocks load into
+    permuted_bytes: int = 0         # one of those the vector unit permutes a block into, in
                                     # the copy's order (0: the store gathers it from the first)
+    slots: int = 2                  # buffers of each kind in the ring
 
     @property
     def working_set(self) -> int:
-        return 2 * align(self.buffer_bytes) + 2 * align(self.permuted_bytes)
+        return self.slots * (align(self.buffer_bytes) + align(self.permuted_bytes))
 
 
 def side_cycles(view: TensorView, hw, memory_cost) -> float:
@@ -52,11 +62,26 @@ def side_cycles(view: TensorView, hw, memory_cost) -> float:
 def dma_cycles(src: TensorView, dst: TensorView, hw, memory_cost) -> float:
     """A DMA's cycles as the machine costs them: its own rate, the banks' words, and each
     external memory's bursts (a copy within one memory reads and writes through its port)."""
+    return hw.dma.setup_cycles + transfer_cycles(src, dst, hw, memory_cost)
+
+
+def transfer_cycles(src: TensorView, dst: TensorView, hw, memory_cost) -> float:
+    """dma_cycles without the setup, which a DMA queue overlaps with the transfer before."""
     if src.mem and src.mem == dst.mem:
         sides = ((src.burst_bytes() + dst.burst_bytes()) * memory_cost(src.mem),)
     else:
         sides = (side_cycles(src, hw, memory_cost), side_cycles(dst, hw, memory_cost))
-    return hw.dma.setup_cycles + max(dst.nbytes / hw.dma.bytes_per_cycle, *sides)
+    return max(dst.nbytes / hw.dma.bytes_per_cycle, *sides)
+
+
+def split_queues(queues: list[int]) -> tuple[list[int], list[int]]:
+    """(the loads' queues, the stores') of a staged move: apart where there are two or more,
+    so a load never waits in its queue behind a store waiting for its block. The stores take
+    the even ones, where the feature maps' store queue is (0, or 2 from three channels up:
+    Lowering._channel)."""
+    if len(queues) < 2:
+        return queues, queues
+    return queues[1::2], queues[0::2]
 
 
 def permute_operands(gather: TensorView) -> tuple[TensorView, int, tuple[int, ...]]:
@@ -109,30 +134,75 @@ def block_views(src: TensorView, dst: TensorView, stage: Stage, start: int, coun
     return load, buf, held, d
 
 
-def _estimate(src, dst, stage, hw, memory_cost) -> float:
-    """Cycles of a staged copy: the blocks' loads, permutes and stores as a pipeline."""
+def latency_cycles(hw, mem: int) -> int:
+    """The latency of external memory `mem` (numbered from 1 in the config's order)."""
+    return hw.memory_latency_cycles(list(hw.memories)[mem - 1]) if mem else 0
+
+
+def _port_cycles(views, memory_cost) -> dict[int, float]:
+    """Cycles each external memory's port spends on the bursts of `views`."""
+    port: dict[int, float] = {}
+    for v in views:
+        if v.mem:
+            port[v.mem] = port.get(v.mem, 0.0) + v.burst_bytes() * memory_cost(v.mem)
+    return port
+
+
+def _stores_overlap(src, dst, stage) -> bool:
+    """Whether the spans of two neighbouring blocks' stores overlap, which orders them."""
+    n = src.shape[stage.axis]
+    if n <= stage.block:
+        return False
+    a = block_views(src, dst, stage, 0, stage.block, 0)[3].footprint()
+    b = block_views(src, dst, stage, stage.block, min(stage.block, n - stage.block), 0)[3]
+    b = b.footprint()
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _estimate(src, dst, stage, hw, memory_cost, queues: int) -> float:
+    """Cycles of a staged copy: its first block through load, permute and store, then one
+    period per later block, set by the busiest resource: a memory's port (loads and stores
+    together), the vector unit, the banks, the loads' or the stores' queues, or the ring (a
+    buffer is loaded again only once its block is read out of it)."""
     n = src.shape[stage.axis]
     blocks = -(-n // stage.block)
     load, buf, held, store = block_views(src, dst, stage, 0, stage.block, 0)
-    word = hw.sram.bytes_per_cycle
-    lc = dma_cycles(load, buf, hw, memory_cost)
+    word, setup = hw.sram.bytes_per_cycle, hw.dma.setup_cycles
+    lc = transfer_cycles(load, buf, hw, memory_cost)
     words = buf.nbytes / word
     if stage.permuted_bytes:
         out = dense(ONCHIP, 0, held.shape, held.dtype)
-        steps = [lc, permute_cycles(held, out, hw), dma_cycles(out, store, hw, memory_cost)]
+        pc = permute_cycles(held, out, hw)
+        sc = transfer_cycles(out, store, hw, memory_cost)
         words += 3 * out.nbytes / word                  # the permute's read, its write, the store
     else:
-        steps = [lc, dma_cycles(held, store, hw, memory_cost)]
+        pc = 0.0
+        sc = transfer_cycles(held, store, hw, memory_cost)
         words += held.burst_bytes(word) / word
-    if src.mem and src.mem == dst.mem:                  # one external port for loads and stores
-        steps = [lc + steps[-1]] + steps[1:-1]
-    total = blocks * max(steps) + sum(steps) - max(steps)
-    return max(total, blocks * words / hw.sram.banks)
+    latency = latency_cycles(hw, load.mem)
+    fill = 2 * setup + latency + lc + pc + sc
+    port = max(_port_cycles((load, store), memory_cost).values(), default=0.0)
+    loads, stores = split_queues(list(range(queues)))
+    if loads == stores:                     # one queue: a block's load, then an earlier store
+        lanes = 2 * setup + lc + sc
+    else:                                   # in flight together, they share the port
+        lc, sc = max(lc, port), max(sc, port)
+        # stores whose spans interleave (a TILE's repeats) wait for each other
+        lanes = max((setup + lc) / len(loads),
+                    (setup + sc) / (1 if _stores_overlap(src, dst, stage) else len(stores)))
+    # a load buffer's turn: loaded, then read by the permute (or the store); a permuted one's
+    ring = setup + latency + lc + (pc if stage.permuted_bytes else setup + sc)
+    if stage.permuted_bytes:
+        ring = max(ring, pc + setup + sc)
+    period = max(port, pc, lanes, ring / stage.slots, words / hw.sram.banks)
+    return fill + (blocks - 1) * period
 
 
-def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int) -> Stage | None:
-    """The cheapest staging of the copy within `budget` bytes of buffers, or None when the
-    direct copy is at least as fast (or nothing fits)."""
+def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int,
+         queues: int) -> Stage | None:
+    """The cheapest staging of the copy within `budget` bytes of buffers, its blocks on
+    `queues` DMA queues, or None when the direct copy is at least as fast (or nothing
+    fits)."""
     if not src.count or not (src.mem or dst.mem):
         return None
     direct = dma_cycles(src, dst, hw, memory_cost)
@@ -140,7 +210,7 @@ def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int) -> Stag
             and 0 not in src.strides:
         return None               # both sides stream whole bursts, and nothing is read twice
     order = tuple(sorted(range(len(src.shape)), key=lambda i: -abs(src.strides[i])))
-    best, best_cost = None, direct
+    best, best_cost = None, direct * (1 - STAGE_MARGIN)
     for axis, n in enumerate(src.shape):
         if n <= 1 and len(src.shape) > 1:
             continue
@@ -153,11 +223,11 @@ def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int) -> Stag
             blocks = -(-n // block)
             permuted = src.itemsize * math.prod(m for i, m in enumerate(src.shape)
                                                 if i != axis) * block
-            for stage in (Stage(axis, block, order, size),
-                          Stage(axis, block, order, size, permuted)):
-                if stage.working_set > budget or blocks > MAX_BLOCKS:
+            for slots, permute in itertools.product(SLOTS, (0, permuted)):
+                stage = Stage(axis, block, order, size, permute, slots)
+                if stage.working_set > budget or blocks > MAX_BLOCKS or slots > max(2, blocks):
                     continue
-                cost = _estimate(src, dst, stage, hw, memory_cost)
+                cost = _estimate(src, dst, stage, hw, memory_cost, queues)
                 if cost < best_cost:
                     best, best_cost = stage, cost
             if block == 1 or size <= MIN_BLOCK_BYTES:
