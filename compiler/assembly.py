@@ -5,9 +5,9 @@ together on chip, block by block, and stored in long runs.
 A CONCAT along channels of 3-channel maps writes 3-byte runs, a 32-byte burst each, however its
 inputs are read. Assembled, each block of the output is built in an on-chip buffer (its parts
 loaded or filled into it, where a short run costs a bank word, not a burst) and stored whole.
-Blocks alternate between two buffers, each block's parts queued ahead of the previous block's
-store. The planner costs both ways with the machine's DMA cost (compiler/staging.py) and
-assembles only when that is cheaper.
+Blocks take a ring of buffers as staged moves do, their parts on some DMA queues and their
+stores on others (compiler/staging.py, whose pipeline estimate costs both ways with the
+machine's DMA cost); a move is assembled only when that is clearly cheaper.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from npu_sim.isa.commands import ONCHIP, TensorView, dense
 from npu_sim.isa.records import record
 
 from .allocate import align
-from .staging import MAX_BLOCKS, MIN_BLOCK_BYTES, dma_cycles, side_cycles
+from .staging import (MAX_BLOCKS, MIN_BLOCK_BYTES, SLOTS, STAGE_MARGIN, block_work, dma_cycles,
+                      pipeline_cycles, side_cycles, spans_overlap)
 
 # A part: what is written (a source view shaped like its box, or a fill word) and its box of
 # the output, (start, count) per dim.
@@ -26,11 +27,12 @@ from .staging import MAX_BLOCKS, MIN_BLOCK_BYTES, dma_cycles, side_cycles
 class Assembly:
     axis: int                       # blocks split this dim of the output
     block: int                      # entries of it per block
-    buffer_bytes: int               # one of the two buffers
+    buffer_bytes: int               # one of the ring's buffers
+    slots: int = 2                  # buffers in the ring
 
     @property
     def working_set(self) -> int:
-        return 2 * align(self.buffer_bytes)
+        return self.slots * align(self.buffer_bytes)
 
 
 def box_view(view: TensorView, box) -> TensorView:
@@ -67,40 +69,44 @@ def _part_cycles(source, view: TensorView, hw, memory_cost) -> float:
     return hw.dma.setup_cycles + side_cycles(view, hw, memory_cost)
 
 
-def _estimate(dst, parts, plan: Assembly, hw, memory_cost) -> float:
-    """Cycles of the assembly: each block's parts and its store, as a pipeline."""
+def _estimate(dst, parts, plan: Assembly, hw, memory_cost, queues: int) -> float:
+    """Cycles of the assembly: its blocks' parts and stores through the ring
+    (staging.pipeline_cycles)."""
     n = dst.shape[plan.axis]
-    loads, stores, shared = [], [], False
+    work, stores = [], []
     for start in range(0, n, plan.block):
         buf, store, pieces = block_parts(dst, parts, plan.axis, start,
                                          min(plan.block, n - start), 0)
-        loads.append(sum(_part_cycles(s, v, hw, memory_cost) for s, v in pieces))
-        stores.append(dma_cycles(buf, store, hw, memory_cost))
-        shared |= any(isinstance(s, TensorView) and s.mem == dst.mem for s, _ in pieces)
-    if shared:                          # one external port for the parts and the stores
-        return sum(loads) + sum(stores)
-    return max(sum(loads), sum(stores)) + min(loads[0], stores[-1])
+        work.append(block_work(pieces, buf, store, hw, memory_cost))
+        stores.append(store)
+    return pipeline_cycles(work, hw, queues, plan.slots,
+                           len(stores) > 1 and spans_overlap(stores[0], stores[1]))
 
 
-def plan(dst: TensorView, parts, hw, memory_cost, budget: int) -> Assembly | None:
-    """The cheapest assembly of `parts` into `dst` within `budget` bytes of buffers, or None
-    when writing each part directly is at least as fast (or nothing fits)."""
+def plan(dst: TensorView, parts, hw, memory_cost, budget: int, queues: int) -> Assembly | None:
+    """The cheapest assembly of `parts` into `dst` within `budget` bytes of buffers, its
+    blocks on `queues` DMA queues, or None when writing each part directly is at least as
+    fast (or nothing fits)."""
     if not dst.mem or not dst.count:
         return None
     views = [box_view(dst, box) for _, box in parts]
     if all(v.burst_bytes() <= 1.25 * v.nbytes for v in views):
         return None                     # every part already writes whole bursts
-    best, best_cost = None, sum(_part_cycles(s, v, hw, memory_cost)
-                                for (s, _), v in zip(parts, views))
+    direct = sum(_part_cycles(s, v, hw, memory_cost) for (s, _), v in zip(parts, views))
+    best, best_cost = None, direct * (1 - STAGE_MARGIN)
     for axis, n in enumerate(dst.shape):
         if n <= 1:
             continue
         per = dst.nbytes // n
         block = n
         while True:
-            candidate = Assembly(axis, block, per * block)
-            if candidate.working_set <= budget and -(-n // block) <= MAX_BLOCKS:
-                cost = _estimate(dst, parts, candidate, hw, memory_cost)
+            blocks = -(-n // block)
+            for slots in SLOTS:
+                candidate = Assembly(axis, block, per * block, slots)
+                if candidate.working_set > budget or blocks > MAX_BLOCKS \
+                        or slots > max(2, blocks):
+                    continue
+                cost = _estimate(dst, parts, candidate, hw, memory_cost, queues)
                 if cost < best_cost:
                     best, best_cost = candidate, cost
             if block == 1 or per * block <= MIN_BLOCK_BYTES:

@@ -401,21 +401,34 @@ class Lowering:
         blocks = [block_views(src, dst, stage, start, min(stage.block, n - start),
                               ring[k % stage.slots])
                   for k, start in enumerate(range(0, n, stage.block))]
-        loads, stores = split_queues(queues)
-        # Loads run ahead by the ring's depth: block k + slots - 1 is queued before block k's
-        # store (its buffer is free once block k - 1 is read out of it).
-        ahead = stage.slots - 1
-        for k in range(min(ahead, len(blocks))):
-            self.em.copy(*blocks[k][:2], loads[k % len(loads)])
-        for k, (_, _, held, store) in enumerate(blocks):
-            if k + ahead < len(blocks):
-                self.em.copy(*blocks[k + ahead][:2], loads[(k + ahead) % len(loads)])
+
+        def load(k: int, queue: int):
+            self.em.copy(*blocks[k][:2], queue)
+
+        def finish(k: int, queue: int):
+            held, store = blocks[k][2:]
             if stage.permuted_bytes:        # the vector unit reorders the block word by word
                 block, first, strides = permute_operands(held)
                 held = dense(ONCHIP, permuted[k % stage.slots], held.shape, held.dtype)
                 self.em.compute("vector", "permute", {"in0": block}, {"out": held},
                                 {"base": first, "strides": strides})
-            self.em.copy(held, store, stores[k % len(stores)])
+            self.em.copy(held, store, queue)
+
+        self._ring(len(blocks), stage.slots, queues, load, finish)
+
+    def _ring(self, blocks: int, slots: int, queues: list[int], fill, finish):
+        """Emit a staged or assembled move's blocks through a ring of `slots` buffers:
+        `fill(k, queue)` fills block k's buffer on the loads' queues, `slots - 1` blocks ahead
+        of `finish(k, queue)` (its permute and store) on the stores' queues, since block k's
+        buffer is free once block k - slots has been read out of it."""
+        loads, stores = split_queues(queues)
+        ahead = slots - 1
+        for k in range(min(ahead, blocks)):
+            fill(k, loads[k % len(loads)])
+        for k in range(blocks):
+            if k + ahead < blocks:
+                fill(k + ahead, loads[(k + ahead) % len(loads)])
+            finish(k, stores[k % len(stores)])
 
     def _block_queues(self, mems) -> list[int]:
         """The DMA queues a staged or assembled move's blocks take in turn: every queue; but
@@ -431,7 +444,9 @@ class Lowering:
         its box of `dst`): each written directly, or assembled block by block in the step's
         workspace and stored in long runs when that costs less (compiler/assembly.py)."""
         base, size = self._workspace
-        plan = plan_assembly(dst, parts, self.hw, self.port_cost, size)
+        queues = self._block_queues({dst.mem} | {s.mem for s, _ in parts
+                                                 if isinstance(s, TensorView)})
+        plan = plan_assembly(dst, parts, self.hw, self.port_cost, size, len(queues))
         if plan is None:
             for source, box in parts:
                 if isinstance(source, TensorView):
@@ -443,27 +458,23 @@ class Lowering:
             self._probe[0] = max(self._probe[0], plan.working_set)
             return
         base = self._buffers_at(base, size, plan.working_set)
-        bufs = (base, base + align(plan.buffer_bytes))
+        ring = [base + k * align(plan.buffer_bytes) for k in range(plan.slots)]
         n = dst.shape[plan.axis]
         blocks = [block_parts(dst, parts, plan.axis, start, min(plan.block, n - start),
-                              bufs[k % 2]) for k, start in enumerate(range(0, n, plan.block))]
-        queues = self._block_queues({dst.mem} | {s.mem for s, _ in parts
-                                                 if isinstance(s, TensorView)})
+                              ring[k % plan.slots])
+                  for k, start in enumerate(range(0, n, plan.block))]
 
-        def put_together(k: int):
-            channel = queues[k % len(queues)]
+        def put_together(k: int, queue: int):
             for source, piece in blocks[k][2]:
                 if isinstance(source, TensorView):
-                    self.em.copy(source, piece, channel)
+                    self.em.copy(source, piece, queue)
                 else:
-                    self.em.fill(piece, source, channel)
+                    self.em.fill(piece, source, queue)
 
-        # each block's parts are queued ahead of the previous block's store
-        put_together(0)
-        for k, (buf, store, _) in enumerate(blocks):
-            if k + 1 < len(blocks):
-                put_together(k + 1)
-            self.em.copy(buf, store, queues[k % len(queues)])
+        def store(k: int, queue: int):
+            self.em.copy(*blocks[k][:2], queue)
+
+        self._ring(len(blocks), plan.slots, queues, put_together, store)
 
     def fill(self, dst: TensorView, value: int):
         if self._probe is None:

@@ -148,54 +148,89 @@ def _port_cycles(views, memory_cost) -> dict[int, float]:
     return port
 
 
-def _stores_overlap(src, dst, stage) -> bool:
-    """Whether the spans of two neighbouring blocks' stores overlap, which orders them."""
-    n = src.shape[stage.axis]
-    if n <= stage.block:
-        return False
-    a = block_views(src, dst, stage, 0, stage.block, 0)[3].footprint()
-    b = block_views(src, dst, stage, stage.block, min(stage.block, n - stage.block), 0)[3]
-    b = b.footprint()
-    return a[0] < b[1] and b[0] < a[1]
+def spans_overlap(a: TensorView, b: TensorView) -> bool:
+    """Whether two views' spans meet: the emitter orders writes to them, however their
+    elements interleave."""
+    (alo, ahi), (blo, bhi) = a.footprint(), b.footprint()
+    return a.mem == b.mem and alo < bhi and blo < ahi
+
+
+@record(frozen=True)
+class BlockWork:
+    """One block of a staged or assembled move, costed as the machine costs its commands."""
+    fills: int              # the DMAs that fill its buffer (a load, or an assembly's parts)
+    fill: float             # their transfer cycles, setups apart
+    latency: int            # the memory latency before the first of them
+    permute: float          # the vector unit's reorder of the block (0: none)
+    store: float            # its store's transfer cycles, setup apart
+    port: float             # the busiest external port's cycles for the block, both ways
+    words: float            # the bank words it moves on chip
+
+
+def block_work(fills, store_src: TensorView, store: TensorView, hw, memory_cost,
+               permute: float = 0.0, words: float = 0.0) -> BlockWork:
+    """The BlockWork of a block filled by `fills` ((source view or fill word, place in the
+    buffer)) and stored from `store_src` to `store`."""
+    cycles, port = 0.0, _port_cycles([store], memory_cost)
+    latency = 0
+    for source, place in fills:
+        if isinstance(source, TensorView):
+            cycles += transfer_cycles(source, place, hw, memory_cost)
+            for mem, c in _port_cycles([source], memory_cost).items():
+                port[mem] = port.get(mem, 0.0) + c
+            latency = latency or latency_cycles(hw, source.mem)
+        else:
+            cycles += side_cycles(place, hw, memory_cost)
+    word = hw.sram.bytes_per_cycle
+    words += sum(p.burst_bytes(word) for _, p in fills) / word
+    words += store_src.burst_bytes(word) / word
+    return BlockWork(len(fills), cycles, latency, permute,
+                     transfer_cycles(store_src, store, hw, memory_cost),
+                     max(port.values(), default=0.0), words)
+
+
+def pipeline_cycles(blocks: list[BlockWork], hw, queues: int, slots: int,
+                    stores_wait: bool) -> float:
+    """Cycles of a move's blocks through a ring of `slots` buffers: the first block filled,
+    permuted and stored, then one period per later block, set by the busiest resource: a
+    memory's port (fills and stores together), the vector unit, the banks, the fills' or the
+    stores' queues (`stores_wait`: the stores' spans meet, so they run one at a time), or
+    the ring (a buffer is filled again only once its block is read out of it)."""
+    setup = hw.dma.setup_cycles
+    loads, stores = split_queues(list(range(queues)))
+    first = blocks[0]
+    total = (first.fills + 1) * setup + first.latency + first.fill + first.permute + first.store
+    for b in blocks[1:]:
+        fc, sc = b.fill, b.store
+        if loads == stores:                 # one queue: a block's fills, then an earlier store
+            lanes = (b.fills + 1) * setup + fc + sc
+        else:                               # in flight together, they share the port
+            fc, sc = max(fc, b.port), max(sc, b.port)
+            lanes = max((b.fills * setup + fc) / len(loads),
+                        (setup + sc) / (1 if stores_wait else len(stores)))
+        # a fill buffer's turn: filled, then read by the permute (or the store); a permuted one's
+        ring = b.fills * setup + b.latency + fc + (b.permute or setup + sc)
+        if b.permute:
+            ring = max(ring, b.permute + setup + sc)
+        total += max(b.port, b.permute, lanes, ring / slots, b.words / hw.sram.banks)
+    return total
 
 
 def _estimate(src, dst, stage, hw, memory_cost, queues: int) -> float:
-    """Cycles of a staged copy: its first block through load, permute and store, then one
-    period per later block, set by the busiest resource: a memory's port (loads and stores
-    together), the vector unit, the banks, the loads' or the stores' queues, or the ring (a
-    buffer is loaded again only once its block is read out of it)."""
+    """Cycles of a staged copy (pipeline_cycles; its blocks as its first)."""
     n = src.shape[stage.axis]
-    blocks = -(-n // stage.block)
     load, buf, held, store = block_views(src, dst, stage, 0, stage.block, 0)
-    word, setup = hw.sram.bytes_per_cycle, hw.dma.setup_cycles
-    lc = transfer_cycles(load, buf, hw, memory_cost)
-    words = buf.nbytes / word
     if stage.permuted_bytes:
         out = dense(ONCHIP, 0, held.shape, held.dtype)
-        pc = permute_cycles(held, out, hw)
-        sc = transfer_cycles(out, store, hw, memory_cost)
-        words += 3 * out.nbytes / word                  # the permute's read, its write, the store
+        # the permute reads the buffer and writes its block; the store reads that
+        work = block_work([(load, buf)], out, store, hw, memory_cost,
+                          permute_cycles(held, out, hw), 2 * out.nbytes / hw.sram.bytes_per_cycle)
     else:
-        pc = 0.0
-        sc = transfer_cycles(held, store, hw, memory_cost)
-        words += held.burst_bytes(word) / word
-    latency = latency_cycles(hw, load.mem)
-    fill = 2 * setup + latency + lc + pc + sc
-    port = max(_port_cycles((load, store), memory_cost).values(), default=0.0)
-    loads, stores = split_queues(list(range(queues)))
-    if loads == stores:                     # one queue: a block's load, then an earlier store
-        lanes = 2 * setup + lc + sc
-    else:                                   # in flight together, they share the port
-        lc, sc = max(lc, port), max(sc, port)
-        # stores whose spans interleave (a TILE's repeats) wait for each other
-        lanes = max((setup + lc) / len(loads),
-                    (setup + sc) / (1 if _stores_overlap(src, dst, stage) else len(stores)))
-    # a load buffer's turn: loaded, then read by the permute (or the store); a permuted one's
-    ring = setup + latency + lc + (pc if stage.permuted_bytes else setup + sc)
-    if stage.permuted_bytes:
-        ring = max(ring, pc + setup + sc)
-    period = max(port, pc, lanes, ring / stage.slots, words / hw.sram.banks)
-    return fill + (blocks - 1) * period
+        work = block_work([(load, buf)], held, store, hw, memory_cost)
+    second = block_views(src, dst, stage, stage.block, max(1, min(stage.block, n - stage.block)),
+                         0)[3]
+    return pipeline_cycles([work] * -(-n // stage.block), hw, queues, stage.slots,
+                           n > stage.block and spans_overlap(store, second))
 
 
 def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int,

@@ -185,16 +185,31 @@ def test_a_crop_too_large_to_stay_on_chip_is_read_in_place(monkeypatch):
     ("default", {"dma.channels": 1}),           # one queue: loads and stores in turn
     ("default", {"dma.channels": 3})])
 @pytest.mark.parametrize("slots", [3, 4])
-def test_a_deeper_ring_of_staging_buffers_is_bit_exact(config, overrides, slots, monkeypatch):
-    from npu_sim.compiler import staging
+@pytest.mark.parametrize("kind", ["staged", "assembled"])
+def test_a_deeper_ring_of_buffers_is_bit_exact(kind, config, overrides, slots, monkeypatch):
+    from npu_sim.compiler import assembly, staging
 
     monkeypatch.setattr(staging, "SLOTS", (slots,))
-    g = _move("transpose_channels")
+    monkeypatch.setattr(assembly, "SLOTS", (slots,))
+    # an NHWC -> NCHW transpose staged through permutes; 16-channel maps joined on chip
+    if kind == "staged":
+        g = _move("transpose_channels")
+    else:
+        g = GraphBuilder()
+        x, y = (g.tensor((1, 56, 56, 16), DType.INT8,
+                         rand(np.random.default_rng(seed), DType.INT8, (1, 56, 56, 16)))
+                for seed in (13, 14))
+        g.op("CONCAT", [x, y], [g.output((1, 56, 56, 32), DType.INT8)], _attr("ConcatAttribute", 3))
     cfg = api.load_config(config).with_overrides(overrides)
     program = api.compile_model(load_bytes(g.serialize(), "m.tosa"), cfg)
-    loads = {c.dst.addr for c in program.commands
-             if getattr(c, "src", None) is not None and c.src.mem and not c.dst.mem}
-    assert len(loads) == slots                  # the blocks take every buffer of the ring
+    stores = {c.src.addr for c in program.commands
+              if getattr(c, "src", None) is not None and c.dst.mem and not c.src.mem}
+    if kind == "assembled":                     # the blocks take every buffer of the ring
+        assert len(stores) == slots
+    else:                                       # ... and every permuted buffer
+        assert len({c.dst.addr for c in program.commands
+                    if getattr(c, "src", None) is not None and c.src.mem and not c.dst.mem}) \
+            == len(stores) == slots
     out = api.simulate(program, cfg, inputs=g.input_values).outputs
     ref = g.run()
     assert all(np.array_equal(out[name], ref[name]) for name in ref)
