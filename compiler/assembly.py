@@ -85,8 +85,8 @@ def _estimate(dst, parts, plan: Assembly, hw, memory_cost, queues: int) -> float
 
 def plan(dst: TensorView, parts, hw, memory_cost, budget: int, queues: int) -> Assembly | None:
     """The cheapest assembly of `parts` into `dst` within `budget` bytes of buffers, its
-    blocks on `queues` DMA queues, or None when writing each part directly is at least as
-    fast (or nothing fits)."""
+    blocks on `queues` DMA queues, or None when it does not beat writing each part directly
+    by STAGE_MARGIN (or nothing fits)."""
     if not dst.mem or not dst.count:
         return None
     views = [box_view(dst, box) for _, box in parts]

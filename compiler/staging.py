@@ -236,8 +236,8 @@ def _estimate(src, dst, stage, hw, memory_cost, queues: int) -> float:
 def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int,
          queues: int) -> Stage | None:
     """The cheapest staging of the copy within `budget` bytes of buffers, its blocks on
-    `queues` DMA queues, or None when the direct copy is at least as fast (or nothing
-    fits)."""
+    `queues` DMA queues, or None when it does not beat the direct copy by STAGE_MARGIN (or
+    nothing fits)."""
     if not src.count or not (src.mem or dst.mem):
         return None
     direct = dma_cycles(src, dst, hw, memory_cost)
