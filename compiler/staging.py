@@ -216,7 +216,7 @@ def pipeline_cycles(blocks: list[BlockWork], hw, queues: int, slots: int,
     return total
 
 
-def _estimate(src, dst, stage, hw, memory_cost, queues: int) -> float:
+def estimate(src, dst, stage, hw, memory_cost, queues: int) -> float:
     """Cycles of a staged copy (pipeline_cycles; its blocks as its first)."""
     n = src.shape[stage.axis]
     load, buf, held, store = block_views(src, dst, stage, 0, stage.block, 0)
@@ -233,19 +233,11 @@ def _estimate(src, dst, stage, hw, memory_cost, queues: int) -> float:
                            n > stage.block and spans_overlap(store, second))
 
 
-def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int,
-         queues: int) -> Stage | None:
-    """The cheapest staging of the copy within `budget` bytes of buffers, its blocks on
-    `queues` DMA queues, or None when it does not beat the direct copy by STAGE_MARGIN (or
-    nothing fits)."""
-    if not src.count or not (src.mem or dst.mem):
-        return None
-    direct = dma_cycles(src, dst, hw, memory_cost)
-    if src.burst_bytes() <= src.nbytes * 1.25 and dst.burst_bytes() <= dst.nbytes * 1.25 \
-            and 0 not in src.strides:
-        return None               # both sides stream whole bursts, and nothing is read twice
+def candidates(src: TensorView, budget: int):
+    """Every staging of the copy from `src` within `budget` bytes of buffers: blocks along
+    each dim, halved down to MIN_BLOCK_BYTES, each loaded in the source's layout, stored
+    gathered or permuted first, through rings of each depth of SLOTS."""
     order = tuple(sorted(range(len(src.shape)), key=lambda i: -abs(src.strides[i])))
-    best, best_cost = None, direct * (1 - STAGE_MARGIN)
     for axis, n in enumerate(src.shape):
         if n <= 1 and len(src.shape) > 1:
             continue
@@ -260,12 +252,27 @@ def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int,
                                                 if i != axis) * block
             for slots, permute in itertools.product(SLOTS, (0, permuted)):
                 stage = Stage(axis, block, order, size, permute, slots)
-                if stage.working_set > budget or blocks > MAX_BLOCKS or slots > max(2, blocks):
-                    continue
-                cost = _estimate(src, dst, stage, hw, memory_cost, queues)
-                if cost < best_cost:
-                    best, best_cost = stage, cost
+                if stage.working_set <= budget and blocks <= MAX_BLOCKS \
+                        and slots <= max(2, blocks):
+                    yield stage
             if block == 1 or size <= MIN_BLOCK_BYTES:
                 break
             block = -(-block // 2)
+
+
+def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int,
+         queues: int) -> Stage | None:
+    """The cheapest staging of the copy within `budget` bytes of buffers, its blocks on
+    `queues` DMA queues, or None when it does not beat the direct copy by STAGE_MARGIN (or
+    nothing fits)."""
+    if not src.count or not (src.mem or dst.mem):
+        return None
+    if src.burst_bytes() <= src.nbytes * 1.25 and dst.burst_bytes() <= dst.nbytes * 1.25 \
+            and 0 not in src.strides:
+        return None               # both sides stream whole bursts, and nothing is read twice
+    best, best_cost = None, dma_cycles(src, dst, hw, memory_cost) * (1 - STAGE_MARGIN)
+    for stage in candidates(src, budget):
+        cost = estimate(src, dst, stage, hw, memory_cost, queues)
+        if cost < best_cost:
+            best, best_cost = stage, cost
     return best
