@@ -101,6 +101,10 @@ def cmd_run(args) -> int:
         sys.stdout.write(render_timeline(report))
     if args.trace:
         print(f"  trace             {args.trace} ({trace_size:,} B; npu-sim view {args.trace})")
+    made_up = [b.name for b in program.inputs if b.name not in inputs]
+    if made_up and not args.timing_only:
+        print(f"  input             seeded random data (--seed {args.seed}) for "
+              f"{', '.join(made_up)}; give one with --input NAME=FILE.npy")
     for path in written:
         print(f"  output            {path}")
     return 0

@@ -31,6 +31,15 @@ def test_run_writes_exact_outputs_and_reports(tmp_path):
     assert set(report["performance_info"]) >= {"execTime", "powerUsage"}
     assert (tmp_path / "layers.csv").read_text().count("\n") == len(report["layers"]) + 1
     assert "PerformanceInfo" in r.stdout and "cycles" in r.stdout
+    assert "seeded random" not in r.stdout           # every input was given
+
+
+def test_a_run_says_which_inputs_it_made_up(tmp_path, capsys):
+    from npu_sim.cli import main
+    assert main(["run", str(SMALL / "model.tosa"), "--seed", "7",
+                 "--output-dir", str(tmp_path / "out")]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if "seeded random" in line]
+    assert len(lines) == 1 and "--seed 7" in lines[0] and IN_NAME in lines[0], lines
 
 
 def test_compile_disasm_and_run_program(tmp_path):
