@@ -4,6 +4,7 @@ TFLite's reference kernels (ai-edge-litert, BUILTIN_REF) bit for bit."""
 import numpy as np
 import pytest
 
+from npu_sim.compiler.frontends.tflite import load_tflite_bytes
 from tflite_support import Model, check, options
 
 SAME, VALID = 0, 1
@@ -181,17 +182,24 @@ def _pool(op, shape, k, s, pad, act, seed):
                                filterHeight=k[0], filterWidth=k[1], fusedActivationFunction=act),
          "Pool2DOptions")
     check(m, rng)
+    return load_tflite_bytes(m.serialize(), "pool.tflite").op_histogram()
 
 
 POOLS = [((1, 8, 8, 4), (2, 2), (2, 2), VALID, 0), ((1, 9, 7, 3), (3, 3), (2, 2), SAME, RELU),
          ((2, 6, 6, 5), (3, 2), (1, 1), SAME, 0), ((1, 7, 7, 8), (7, 7), (1, 1), VALID, RELU6),
-         ((1, 10, 10, 2), (4, 4), (3, 3), SAME, 0)]
+         ((1, 10, 10, 2), (4, 4), (3, 3), SAME, 0), ((1, 9, 9, 4), (3, 3), (3, 3), VALID, 0),
+         ((1, 7, 7, 6), (5, 5), (2, 2), SAME, 0)]
+# every window's count of input elements odd (7x7, 3x3 inside, 5x5 whose padded edge
+# windows hold 3 rows): one AVG_POOL2D, as no average is exactly half way
+ODD = {POOLS[3], POOLS[5], POOLS[6]}
 
 
 @pytest.mark.parametrize("case", POOLS)
 @pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
 def test_pools(op, case):
-    _pool(op, *case, seed=len(str(case)))
+    ops = _pool(op, *case, seed=len(str(case)))
+    if op == "AVERAGE_POOL_2D":
+        assert ops["AVG_POOL2D"] == (1 if case in ODD else 2), ops
 
 
 @pytest.mark.parametrize("shape,beta", [((1, 10), 1.0), ((2, 3, 7), 1.0), ((4, 33), 0.5), ((1, 1, 2, 300), 2.0)])

@@ -1,10 +1,20 @@
 """MAX_POOL_2D and AVERAGE_POOL_2D. TFLite's int8 average rounds halves away from zero while
 TOSA's AVG_POOL2D rounds them up, so the average is taken twice: U = avg(x) is right whenever
-it is positive, and NOT(avg(NOT x)) (the average rounded halves down) everywhere else."""
+it is positive, and NOT(avg(NOT x)) (the average rounded halves down) everywhere else. Where
+every window holds an odd count of input elements (a 3x3 or 7x7 window inside the input), no
+average is exactly half way between two integers, the roundings agree, and U alone is
+TFLite's."""
 from __future__ import annotations
 
 from .context import Lowering
 from .mac import VALID, spatial_input, window_pads
+
+
+def _odd_counts(size: int, k: int, stride: int, before: int, out: int) -> bool:
+    """Whether every window along one dim covers an odd count of the `size` input entries
+    (padding counts for neither TOSA's divisor nor TFLite's)."""
+    return all((min(o * stride - before + k, size) - max(o * stride - before, 0)) % 2
+               for o in range(out))
 
 
 def _window(L: Lowering):
@@ -44,6 +54,11 @@ def average_pool_2d(L: Lowering):
         return b.op("AVG_POOL2D", [v, b.scalar(0, "int8"), b.scalar(0, "int8")], shape, "int8", attrs)
 
     up = avg(xin)
+    _, h, w, _ = b.shape_of(xin)
+    (kh, kw), (sh, sw), (pt, _, pl, _) = attrs["kernel"], attrs["stride"], attrs["pad"]
+    if _odd_counts(h, kh, sh, pt, shape[1]) and _odd_counts(w, kw, sw, pl, shape[2]):
+        _finish(L, up)
+        return
     not_x = b.op("BITWISE_NOT", [xin], b.shape_of(xin), "int8")
     down = b.op("BITWISE_NOT", [avg(not_x)], shape, "int8")
     positive = b.op("GREATER", [b.widen(up), b.bcast(0, "int32", 4)], shape, "bool")
