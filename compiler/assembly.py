@@ -69,18 +69,16 @@ def _part_cycles(source, view: TensorView, hw, memory_cost) -> float:
     return hw.dma.setup_cycles + side_cycles(view, hw, memory_cost)
 
 
-def _estimate(dst, parts, plan: Assembly, hw, memory_cost, queues: int) -> float:
-    """Cycles of the assembly: its blocks' parts and stores through the ring
-    (staging.pipeline_cycles)."""
-    n = dst.shape[plan.axis]
+def _blocks(dst, parts, axis: int, block: int, hw, memory_cost):
+    """(BlockWork of each block, whether their stores' spans meet) of an assembly's blocks
+    of `block` entries along `axis`."""
+    n = dst.shape[axis]
     work, stores = [], []
-    for start in range(0, n, plan.block):
-        buf, store, pieces = block_parts(dst, parts, plan.axis, start,
-                                         min(plan.block, n - start), 0)
+    for start in range(0, n, block):
+        buf, store, pieces = block_parts(dst, parts, axis, start, min(block, n - start), 0)
         work.append(block_work(pieces, buf, store, hw, memory_cost))
         stores.append(store)
-    return pipeline_cycles(work, hw, queues, plan.slots,
-                           len(stores) > 1 and spans_overlap(stores[0], stores[1]))
+    return work, len(stores) > 1 and spans_overlap(stores[0], stores[1])
 
 
 def plan(dst: TensorView, parts, hw, memory_cost, budget: int, queues: int) -> Assembly | None:
@@ -101,12 +99,15 @@ def plan(dst: TensorView, parts, hw, memory_cost, budget: int, queues: int) -> A
         block = n
         while True:
             blocks = -(-n // block)
+            work = None
             for slots in SLOTS:
                 candidate = Assembly(axis, block, per * block, slots)
                 if candidate.working_set > budget or blocks > MAX_BLOCKS \
                         or slots > max(2, blocks):
                     continue
-                cost = _estimate(dst, parts, candidate, hw, memory_cost, queues)
+                if work is None:            # the blocks' costs, whatever the ring's depth
+                    work, serialize = _blocks(dst, parts, axis, block, hw, memory_cost)
+                cost = pipeline_cycles(work, hw, queues, slots, serialize)
                 if cost < best_cost:
                     best, best_cost = candidate, cost
             if block == 1 or per * block <= MIN_BLOCK_BYTES:

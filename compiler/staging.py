@@ -29,8 +29,8 @@ from .allocate import align
 MAX_BLOCKS = 64            # bounds the commands of one move
 MIN_BLOCK_BYTES = 2048     # smaller blocks pay more in setup than they overlap
 SLOTS = (2, 3, 4)          # ring depths tried
-# A staged plan must beat the direct copy by more than this fraction of it: its estimate
-# models a pipeline of many commands (within about 10% of the machine on
+# A staged or assembled plan must beat the direct copies by more than this fraction of them:
+# its estimate models a pipeline of many commands (within about 10% of the machine on
 # bench/data_movement.py's moves), a direct copy's is one DMA's, and staging takes buffer room
 # and vector time from the layers around it.
 STAGE_MARGIN = 0.03
@@ -77,8 +77,8 @@ def transfer_cycles(src: TensorView, dst: TensorView, hw, memory_cost) -> float:
 def split_queues(queues: list[int]) -> tuple[list[int], list[int]]:
     """(the loads' queues, the stores') of a staged move: apart where there are two or more,
     so a load never waits in its queue behind a store waiting for its block. The stores take
-    the even ones, where the feature maps' store queue is (0, or 2 from three channels up:
-    Lowering._channel)."""
+    those at even positions, which hold the feature maps' store queue (0, or 2 from three
+    channels up: Lowering._channel) whenever every queue is offered."""
     if len(queues) < 2:
         return queues, queues
     return queues[1::2], queues[0::2]
@@ -158,12 +158,13 @@ def spans_overlap(a: TensorView, b: TensorView) -> bool:
 @record(frozen=True)
 class BlockWork:
     """One block of a staged or assembled move, costed as the machine costs its commands."""
-    fills: int              # the DMAs that fill its buffer (a load, or an assembly's parts)
-    fill: float             # their transfer cycles, setups apart
+    fill_count: int         # the DMAs that fill its buffer (a load, or an assembly's parts)
+    fill_cycles: float      # their transfer cycles, setups apart
     latency: int            # the memory latency before the first of them
-    permute: float          # the vector unit's reorder of the block (0: none)
-    store: float            # its store's transfer cycles, setup apart
-    port: float             # the busiest external port's cycles for the block, both ways
+    permute_cycles: float   # the vector unit's reorder of the block (0: none)
+    store_cycles: float     # its store's transfer cycles, setup apart
+    port_cycles: float      # the busiest external port's cycles for the block, both ways
+    one_port: bool          # fills and store go through one memory's port, sharing it
     words: float            # the bank words it moves on chip
 
 
@@ -172,13 +173,14 @@ def block_work(fills, store_src: TensorView, store: TensorView, hw, memory_cost,
     """The BlockWork of a block filled by `fills` ((source view or fill word, place in the
     buffer)) and stored from `store_src` to `store`."""
     cycles, port = 0.0, _port_cycles([store], memory_cost)
-    latency = 0
+    latency, one_port = 0, False
     for source, place in fills:
         if isinstance(source, TensorView):
             cycles += transfer_cycles(source, place, hw, memory_cost)
             for mem, c in _port_cycles([source], memory_cost).items():
                 port[mem] = port.get(mem, 0.0) + c
             latency = latency or latency_cycles(hw, source.mem)
+            one_port |= bool(source.mem) and source.mem == store.mem
         else:
             cycles += side_cycles(place, hw, memory_cost)
     word = hw.sram.bytes_per_cycle
@@ -186,38 +188,41 @@ def block_work(fills, store_src: TensorView, store: TensorView, hw, memory_cost,
     words += store_src.burst_bytes(word) / word
     return BlockWork(len(fills), cycles, latency, permute,
                      transfer_cycles(store_src, store, hw, memory_cost),
-                     max(port.values(), default=0.0), words)
+                     max(port.values(), default=0.0), one_port, words)
 
 
 def pipeline_cycles(blocks: list[BlockWork], hw, queues: int, slots: int,
-                    stores_wait: bool) -> float:
+                    stores_serialize: bool) -> float:
     """Cycles of a move's blocks through a ring of `slots` buffers: the first block filled,
     permuted and stored, then one period per later block, set by the busiest resource: a
     memory's port (fills and stores together), the vector unit, the banks, the fills' or the
-    stores' queues (`stores_wait`: the stores' spans meet, so they run one at a time), or
-    the ring (a buffer is filled again only once its block is read out of it)."""
+    stores' queues (`stores_serialize`: the stores' spans meet, so they run one at a time),
+    or the ring (a buffer is filled again only once its block is read out of it)."""
     setup = hw.dma.setup_cycles
     loads, stores = split_queues(list(range(queues)))
     first = blocks[0]
-    total = (first.fills + 1) * setup + first.latency + first.fill + first.permute + first.store
+    total = (first.fill_count + 1) * setup + first.latency + first.fill_cycles \
+        + first.permute_cycles + first.store_cycles
     for b in blocks[1:]:
-        fc, sc = b.fill, b.store
+        fill, store = b.fill_cycles, b.store_cycles
         if loads == stores:                 # one queue: a block's fills, then an earlier store
-            lanes = (b.fills + 1) * setup + fc + sc
-        else:                               # in flight together, they share the port
-            fc, sc = max(fc, b.port), max(sc, b.port)
-            lanes = max((b.fills * setup + fc) / len(loads),
-                        (setup + sc) / (1 if stores_wait else len(stores)))
+            queue_cycles = (b.fill_count + 1) * setup + fill + store
+        else:
+            if b.one_port:                  # in flight together, they share the port
+                fill, store = max(fill, b.port_cycles), max(store, b.port_cycles)
+            queue_cycles = max((b.fill_count * setup + fill) / len(loads),
+                               (setup + store) / (1 if stores_serialize else len(stores)))
         # a fill buffer's turn: filled, then read by the permute (or the store); a permuted one's
-        ring = b.fills * setup + b.latency + fc + (b.permute or setup + sc)
-        if b.permute:
-            ring = max(ring, b.permute + setup + sc)
-        total += max(b.port, b.permute, lanes, ring / slots, b.words / hw.sram.banks)
+        ring = b.fill_count * setup + b.latency + fill + (b.permute_cycles or setup + store)
+        if b.permute_cycles:
+            ring = max(ring, b.permute_cycles + setup + store)
+        total += max(b.port_cycles, b.permute_cycles, queue_cycles, ring / slots,
+                     b.words / hw.sram.banks)
     return total
 
 
-def estimate(src, dst, stage, hw, memory_cost, queues: int) -> float:
-    """Cycles of a staged copy (pipeline_cycles; its blocks as its first)."""
+def staged_cycles(src, dst, stage, hw, memory_cost, queues: int) -> float:
+    """Cycles of a staged copy (pipeline_cycles; every block costed as the first, full one)."""
     n = src.shape[stage.axis]
     load, buf, held, store = block_views(src, dst, stage, 0, stage.block, 0)
     if stage.permuted_bytes:
@@ -227,10 +232,9 @@ def estimate(src, dst, stage, hw, memory_cost, queues: int) -> float:
                           permute_cycles(held, out, hw), 2 * out.nbytes / hw.sram.bytes_per_cycle)
     else:
         work = block_work([(load, buf)], held, store, hw, memory_cost)
-    second = block_views(src, dst, stage, stage.block, max(1, min(stage.block, n - stage.block)),
-                         0)[3]
-    return pipeline_cycles([work] * -(-n // stage.block), hw, queues, stage.slots,
-                           n > stage.block and spans_overlap(store, second))
+    serialize = n > stage.block and spans_overlap(
+        store, block_views(src, dst, stage, stage.block, min(stage.block, n - stage.block), 0)[3])
+    return pipeline_cycles([work] * -(-n // stage.block), hw, queues, stage.slots, serialize)
 
 
 def candidates(src: TensorView, budget: int):
@@ -272,7 +276,7 @@ def plan(src: TensorView, dst: TensorView, hw, memory_cost, budget: int,
         return None               # both sides stream whole bursts, and nothing is read twice
     best, best_cost = None, dma_cycles(src, dst, hw, memory_cost) * (1 - STAGE_MARGIN)
     for stage in candidates(src, budget):
-        cost = estimate(src, dst, stage, hw, memory_cost, queues)
+        cost = staged_cycles(src, dst, stage, hw, memory_cost, queues)
         if cost < best_cost:
             best, best_cost = stage, cost
     return best

@@ -179,13 +179,17 @@ def _check_seed(seed) -> None:
         raise InputError(f"seed {str(seed)[:40]}: expected an integer in [0, 2**64)")
 
 
-def random_inputs(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded data for every graph input (npu_sim/seeded.py, the same on every machine):
-    integers uniform over their type's range, floats about standard normal (rounded to the
-    type), booleans even."""
+def random_inputs(program: Program, seed: int = 0,
+                  names: set[str] | None = None) -> dict[str, np.ndarray]:
+    """Seeded data for every graph input, or those in `names` (npu_sim/seeded.py, the same on
+    every machine; each input's data is the same whichever others are made): integers uniform
+    over their type's range, floats about standard normal (rounded to the type), booleans
+    even."""
     _check_seed(seed)
     out = {}
     for stream, b in enumerate(program.inputs):
+        if names is not None and b.name not in names:
+            continue
         t, shape = DTYPES[b.view.dtype], tuple(b.view.shape)
         dtype = np.dtype(STORAGE[b.view.dtype])
         if t.kind == "float":
@@ -210,9 +214,8 @@ def simulate(program: Program, config: HardwareConfig, inputs: dict | None = Non
     if not timing_only:
         _check_seed(seed)
         given = dict(inputs or {})
-        # seeded data for the inputs not given
-        values = given if all(b.name in given for b in program.inputs) else {
-            **random_inputs(program, seed), **given}
+        missing = {b.name for b in program.inputs} - set(given)
+        values = {**random_inputs(program, seed, missing), **given} if missing else given
     sim = machine.run(values, compute_values=not timing_only)
     return RunResult(sim.outputs, build_report(program, config, sim, timing_only), program, sim)
 

@@ -8,6 +8,8 @@ the data is the same on every machine.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 _MASK = (1 << 64) - 1
@@ -32,6 +34,9 @@ def _key(seed: int, stream: int) -> int:
     return int(z[0])
 
 
+_CHUNK = 1 << 16           # words made at a time: temporaries stay small for any input
+
+
 def words(seed: int, stream: int, n: int, skip: int = 0) -> np.ndarray:
     """Words skip..skip+n-1 of stream `stream` of `seed`: n uniform uint64."""
     z = np.arange(skip + 1, skip + n + 1, dtype=np.uint64)
@@ -43,21 +48,29 @@ def words(seed: int, stream: int, n: int, skip: int = 0) -> np.ndarray:
 def integers(seed: int, stream: int, shape: tuple, bits: int) -> np.ndarray:
     """Uniform signed `bits`-bit integers (int64), every value of the range equally likely:
     the words' top bits, sign-extended."""
-    n = int(np.prod(shape, dtype=np.int64))
-    w = words(seed, stream, n).view(np.int64)
-    w >>= np.int64(64 - bits)                       # arithmetic: sign-extends
-    return w.reshape(shape)
+    if not 1 <= bits <= 64:
+        raise ValueError(f"bits {bits}: expected 1 to 64")
+    out = np.empty(math.prod(shape), dtype=np.int64)
+    for lo in range(0, out.size, _CHUNK):
+        w = words(seed, stream, min(_CHUNK, out.size - lo), skip=lo).view(np.int64)
+        np.right_shift(w, 64 - bits, out=out[lo:lo + w.size])      # arithmetic: sign-extends
+    return out.reshape(shape)
 
 
 def normal(seed: int, stream: int, shape: tuple) -> np.ndarray:
     """Approximately standard normal float64: the sum of twelve uniforms on [0, 1), less 6
     (mean 0, variance 1, within +-6). The uniforms have 32 bits, so every sum is exact."""
-    n = int(np.prod(shape, dtype=np.int64))
-    total = np.zeros(n, dtype=np.float64)
-    for k in range(6):                              # each word holds two 32-bit uniforms
-        w = words(seed, stream, n, skip=k * n)
-        total += (w >> np.uint64(32)).astype(np.float64)
-        total += (w & np.uint64(0xFFFFFFFF)).astype(np.float64)
-    total *= 2.0 ** -32
-    total -= 6.0
-    return total.reshape(shape)
+    n = math.prod(shape)
+    out = np.empty(n, dtype=np.float64)
+    for lo in range(0, n, _CHUNK):
+        size = min(_CHUNK, n - lo)
+        total = out[lo:lo + size]
+        total[...] = 0.0
+        for k in range(6):                          # each word holds two 32-bit uniforms
+            w = words(seed, stream, size, skip=k * n + lo)
+            total += w >> np.uint64(32)
+            w &= np.uint64(0xFFFFFFFF)
+            total += w
+        total *= 2.0 ** -32
+        total -= 6.0
+    return out.reshape(shape)

@@ -207,6 +207,8 @@ def test_a_deeper_ring_of_buffers_is_bit_exact(kind, config, overrides, slots, m
     if kind == "assembled":                     # the blocks take every buffer of the ring
         assert len(stores) == slots
     else:                                       # ... and every permuted buffer
+        permutes = [c for c in program.commands if getattr(c, "op", "") == "permute"]
+        assert permutes and len({c.outputs["out"].addr for c in permutes}) == slots
         assert len({c.dst.addr for c in program.commands
                     if getattr(c, "src", None) is not None and c.src.mem and not c.dst.mem}) \
             == len(stores) == slots

@@ -22,18 +22,40 @@ def test_streams_differ_and_a_word_does_not_depend_on_how_many_are_drawn():
     assert seeded.words(5, 2, 10)[7] == seeded.words(5, 2, 3, skip=7)[0]
 
 
-@pytest.mark.parametrize("bits", [1, 4, 8, 16, 32, 48])
+@pytest.mark.parametrize("bits", [1, 4, 8, 16, 32, 48, 64])
 def test_integers_cover_their_range_evenly(bits):
     x = seeded.integers(3, 1, (4096,), bits)
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     assert x.dtype == np.int64 and lo <= x.min() and x.max() <= hi
-    if bits <= 8:       # every value drawn, in about equal numbers
+    if bits <= 8:       # every value drawn, in counts a uniform source gives (chi-square)
         counts = np.bincount(x - lo, minlength=1 << bits)
-        assert counts.min() > 0 and counts.std() < 0.25 * counts.mean()
+        expected = x.size / (1 << bits)
+        dof = (1 << bits) - 1
+        assert counts.min() > 0
+        assert ((counts - expected) ** 2 / expected).sum() < dof + 5 * np.sqrt(2 * dof)
     else:               # both halves and both extremes' neighbourhoods reached
         span = hi - lo
         assert x.min() < lo + span // 16 and x.max() > hi - span // 16
         assert 0.45 < (x < 0).mean() < 0.55
+
+
+def test_empty_and_scalar_shapes():
+    assert seeded.integers(0, 0, (0, 3), 8).shape == (0, 3)
+    assert seeded.normal(0, 0, (2, 0)).shape == (2, 0)
+    assert seeded.integers(0, 0, (), 16).shape == ()
+
+
+def test_a_chunked_draw_is_the_unchunked_one():
+    # inputs past one chunk are made a chunk at a time (bounded temporaries); the words are
+    # the counter's, wherever the chunks fall
+    n = seeded._CHUNK + 5
+    x = seeded.integers(2, 3, (n,), 32)
+    assert np.array_equal(x, seeded.words(2, 3, n).view(np.int64) >> 32)
+    y = seeded.normal(2, 3, (n,))
+    w = [seeded.words(2, 3, n, skip=k * n) for k in range(6)]
+    want = sum((v >> np.uint64(32)).astype(np.float64) + (v & np.uint64(0xFFFFFFFF))
+               for v in w) * 2.0 ** -32 - 6
+    assert np.array_equal(y, want)
 
 
 def test_normal_has_mean_zero_and_unit_variance():
@@ -62,5 +84,19 @@ def test_random_inputs_are_seeded_per_input(dtype, tmp_path):
     assert all(np.array_equal(first[k], again[k]) for k in first)
     x, y = first.values()
     assert not np.array_equal(x, y) and not np.array_equal(x, other[next(iter(other))])
+    # an input's data is the same when the others are given
+    second = list(first)[1]
+    only = api.random_inputs(program, seed=9, names={second})
+    assert list(only) == [second] and np.array_equal(only[second], y)
     if dtype in (DType.FP32, DType.FP16):
         assert np.isfinite(x).all() and x.std() > 0.5
+
+
+def test_random_booleans(tmp_path):
+    g = GraphBuilder()
+    x = g.tensor((4, 64), DType.BOOL)
+    g.op("LOGICAL_NOT", [x], [g.output((4, 64), DType.BOOL)])
+    path = tmp_path / "not.tosa"
+    path.write_bytes(g.serialize())
+    (value,) = api.random_inputs(api.compile_model(path, api.load_config("default")), 5).values()
+    assert value.dtype == np.bool_ and 0.4 < value.mean() < 0.6

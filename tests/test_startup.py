@@ -42,7 +42,7 @@ print("ok")
 """
 
 
-def test_a_run_without_inputs_does_not_import_numpy_random(tmp_path):
+def test_a_run_without_inputs_does_not_import_numpy_random():
     out = subprocess.run([sys.executable, "-c", NO_INPUTS, str(SMALL_CNN)], capture_output=True,
                          text=True, timeout=120, env={**os.environ, "NPU_SIM_CACHE": "off"})
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
