@@ -17,7 +17,7 @@ from npu_sim.isa.records import record
 
 from .allocate import align
 from .staging import (MAX_BLOCKS, MIN_BLOCK_BYTES, SLOTS, STAGE_MARGIN, block_work, dma_cycles,
-                      pipeline_cycles, side_cycles, spans_overlap)
+                      latency_cycles, pipeline_cycles, side_cycles, spans_overlap)
 
 # A part: what is written (a source view shaped like its box, or a fill word) and its box of
 # the output, (start, count) per dim.
@@ -64,8 +64,10 @@ def block_parts(dst: TensorView, parts, axis: int, start: int, count: int, addr:
 
 
 def _part_cycles(source, view: TensorView, hw, memory_cost) -> float:
+    """A part written directly: its DMA (or fill), after its source memory's latency; the
+    parts of a CONCAT along channels write spans that meet, so they run one after another."""
     if isinstance(source, TensorView):
-        return dma_cycles(source, view, hw, memory_cost)
+        return latency_cycles(hw, source.mem) + dma_cycles(source, view, hw, memory_cost)
     return hw.dma.setup_cycles + side_cycles(view, hw, memory_cost)
 
 
@@ -81,6 +83,27 @@ def _blocks(dst, parts, axis: int, block: int, hw, memory_cost):
     return work, len(stores) > 1 and spans_overlap(stores[0], stores[1])
 
 
+def candidates(dst: TensorView, budget: int):
+    """Every assembly of `dst` within `budget` bytes of buffers: blocks along each dim,
+    halved down to MIN_BLOCK_BYTES, through rings of each depth of SLOTS, those of one
+    blocking in a row."""
+    for axis, n in enumerate(dst.shape):
+        if n <= 1:
+            continue
+        per = dst.nbytes // n
+        block = n
+        while True:
+            blocks = -(-n // block)
+            for slots in SLOTS:
+                candidate = Assembly(axis, block, per * block, slots)
+                if candidate.working_set <= budget and blocks <= MAX_BLOCKS \
+                        and slots <= max(2, blocks):
+                    yield candidate
+            if block == 1 or per * block <= MIN_BLOCK_BYTES:
+                break
+            block = -(-block // 2)
+
+
 def plan(dst: TensorView, parts, hw, memory_cost, budget: int, queues: int) -> Assembly | None:
     """The cheapest assembly of `parts` into `dst` within `budget` bytes of buffers, its
     blocks on `queues` DMA queues, or None when it does not beat writing each part directly
@@ -92,25 +115,12 @@ def plan(dst: TensorView, parts, hw, memory_cost, budget: int, queues: int) -> A
         return None                     # every part already writes whole bursts
     direct = sum(_part_cycles(s, v, hw, memory_cost) for (s, _), v in zip(parts, views))
     best, best_cost = None, direct * (1 - STAGE_MARGIN)
-    for axis, n in enumerate(dst.shape):
-        if n <= 1:
-            continue
-        per = dst.nbytes // n
-        block = n
-        while True:
-            blocks = -(-n // block)
-            work = None
-            for slots in SLOTS:
-                candidate = Assembly(axis, block, per * block, slots)
-                if candidate.working_set > budget or blocks > MAX_BLOCKS \
-                        or slots > max(2, blocks):
-                    continue
-                if work is None:            # the blocks' costs, whatever the ring's depth
-                    work, serialize = _blocks(dst, parts, axis, block, hw, memory_cost)
-                cost = pipeline_cycles(work, hw, queues, slots, serialize)
-                if cost < best_cost:
-                    best, best_cost = candidate, cost
-            if block == 1 or per * block <= MIN_BLOCK_BYTES:
-                break
-            block = -(-block // 2)
+    blocking, work = None, None
+    for candidate in candidates(dst, budget):
+        if (candidate.axis, candidate.block) != blocking:   # its blocks' costs, once
+            blocking = candidate.axis, candidate.block
+            work, serialize = _blocks(dst, parts, *blocking, hw, memory_cost)
+        cost = pipeline_cycles(work, hw, queues, candidate.slots, serialize)
+        if cost < best_cost:
+            best, best_cost = candidate, cost
     return best

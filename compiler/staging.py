@@ -160,7 +160,7 @@ class BlockWork:
     """One block of a staged or assembled move, costed as the machine costs its commands."""
     fill_count: int         # the DMAs that fill its buffer (a load, or an assembly's parts)
     fill_cycles: float      # their transfer cycles, setups apart
-    latency: int            # the memory latency before the first of them
+    latency: int            # the memory latency they wait out (once, or each if ordered)
     permute_cycles: float   # the vector unit's reorder of the block (0: none)
     store_cycles: float     # its store's transfer cycles, setup apart
     port_cycles: float      # the busiest external port's cycles for the block, both ways
@@ -174,12 +174,16 @@ def block_work(fills, store_src: TensorView, store: TensorView, hw, memory_cost,
     buffer)) and stored from `store_src` to `store`."""
     cycles, port = 0.0, _port_cycles([store], memory_cost)
     latency, one_port = 0, False
+    # fills whose places' spans meet (parts interleaved along the channels) are ordered, so
+    # each waits out its memory's latency; others overlap theirs
+    ordered = any(spans_overlap(a, b) for (_, a), (_, b) in zip(fills, fills[1:]))
     for source, place in fills:
         if isinstance(source, TensorView):
             cycles += transfer_cycles(source, place, hw, memory_cost)
             for mem, c in _port_cycles([source], memory_cost).items():
                 port[mem] = port.get(mem, 0.0) + c
-            latency = latency or latency_cycles(hw, source.mem)
+            if ordered or not latency:
+                latency += latency_cycles(hw, source.mem)
             one_port |= bool(source.mem) and source.mem == store.mem
         else:
             cycles += side_cycles(place, hw, memory_cost)
@@ -203,7 +207,7 @@ def pipeline_cycles(blocks: list[BlockWork], hw, queues: int, slots: int,
     first = blocks[0]
     total = (first.fill_count + 1) * setup + first.latency + first.fill_cycles \
         + first.permute_cycles + first.store_cycles
-    for b in blocks[1:]:
+    for k, b in enumerate(blocks[1:], 1):
         fill, store = b.fill_cycles, b.store_cycles
         if loads == stores:                 # one queue: a block's fills, then an earlier store
             queue_cycles = (b.fill_count + 1) * setup + fill + store
@@ -212,10 +216,13 @@ def pipeline_cycles(blocks: list[BlockWork], hw, queues: int, slots: int,
                 fill, store = max(fill, b.port_cycles), max(store, b.port_cycles)
             queue_cycles = max((b.fill_count * setup + fill) / len(loads),
                                (setup + store) / (1 if stores_serialize else len(stores)))
-        # a fill buffer's turn: filled, then read by the permute (or the store); a permuted one's
-        ring = b.fill_count * setup + b.latency + fill + (b.permute_cycles or setup + store)
-        if b.permute_cycles:
-            ring = max(ring, b.permute_cycles + setup + store)
+        # a fill buffer's turn: filled, then read by the permute (or the store); a permuted
+        # one's. The first `slots` blocks find their buffers free.
+        ring = 0.0
+        if k >= slots:
+            ring = b.fill_count * setup + b.latency + fill + (b.permute_cycles or setup + store)
+            if b.permute_cycles:
+                ring = max(ring, b.permute_cycles + setup + store)
         total += max(b.port_cycles, b.permute_cycles, queue_cycles, ring / slots,
                      b.words / hw.sram.banks)
     return total
