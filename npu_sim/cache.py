@@ -6,7 +6,9 @@ ISA's source, so a changed compiler does not reuse an old program. That hash is 
 files' sizes and modification times, so an edit that restores both (or a copy with normalised
 times) is not seen (clear the cache then). A model's digest is kept likewise, by its file's
 device, inode, size and modification and change times. NPU_SIM_CACHE=off disables it;
-NPU_SIM_CACHE=DIR moves it (default ~/.cache/npu-sim).
+NPU_SIM_CACHE=DIR moves it (default ~/.cache/npu-sim). Its programs take at most
+NPU_SIM_CACHE_MIB mebibytes (default 1024): a compile that passes it removes the least recently
+used ones down to three quarters of it (a cached run marks its program used).
 """
 from __future__ import annotations
 
@@ -18,17 +20,32 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from npu_sim.isa.encoding import decode, encode
-from npu_sim.isa.errors import ProgramError
+from npu_sim.isa.errors import ConfigError, ProgramError
 
 from .digest import hasher, hexdigest
 
 _PACKAGE = Path(__file__).resolve().parent
 
 
+DEFAULT_MIB = 1024
+
+
+def size_limit() -> int:
+    """Bytes the cached programs may take (NPU_SIM_CACHE_MIB, a whole number of MiB)."""
+    setting = os.environ.get("NPU_SIM_CACHE_MIB", "").strip()
+    if not setting:
+        return DEFAULT_MIB << 20
+    if not setting.isdigit() or len(setting) > 9:
+        raise ConfigError(f"NPU_SIM_CACHE_MIB={setting[:40]!r}: expected a whole number of MiB "
+                          f"(default {DEFAULT_MIB})")
+    return int(setting) << 20
+
+
 def cache_dir() -> Path | None:
     setting = os.environ.get("NPU_SIM_CACHE", "")
     if setting.lower() in ("0", "off", "no", "false"):
         return None
+    size_limit()                         # a bad NPU_SIM_CACHE_MIB is refused on every run
     return Path(setting) if setting else Path.home() / ".cache" / "npu-sim"
 
 
@@ -136,17 +153,50 @@ def load(k: str):
     root = cache_dir()
     if root is None:
         return None
+    path = root / f"{k}.npub"
     try:
-        with open(root / f"{k}.npub", "rb") as f:      # read section by section
-            return decode(f, "cache")
+        with open(path, "rb") as f:      # read section by section
+            program = decode(f, "cache")
     except (OSError, ProgramError):
         return None              # a missing or damaged entry is simply recompiled
+    try:
+        os.utime(path)           # used now: the last to go when the cache is trimmed
+    except OSError:
+        pass
+    return program
 
 
 def store(k: str, program) -> None:
     root = cache_dir()
     if root is not None:
+        limit = size_limit()
         _write(root / f"{k}.npub", encode(program))
+        trim(root, limit)
+
+
+def trim(root: Path, limit: int) -> None:
+    """Past `limit` bytes of programs, remove the least recently used down to 3/4 of it."""
+    try:
+        entries = []
+        with os.scandir(root) as it:
+            for e in it:
+                if e.name.endswith(".npub") and e.is_file(follow_symlinks=False):
+                    st = e.stat(follow_symlinks=False)
+                    entries.append((st.st_mtime_ns, st.st_size, e.path))
+    except OSError:
+        return
+    total = sum(size for _, size, _ in entries)
+    if total <= limit:
+        return
+    entries.sort()
+    for _, size, path in entries:
+        if total <= limit * 3 // 4:
+            break
+        try:
+            os.remove(path)
+            total -= size
+        except OSError:
+            pass             # another process removed it, or the directory is read-only
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -1,4 +1,4 @@
-"""The program cache's key: the compiler's source hash, kept by the files' stats."""
+"""The program cache: its key (the compiler's source hash, kept by the files' stats) and its size."""
 from npu_sim import cache
 
 
@@ -46,3 +46,42 @@ def test_model_digest_is_kept_by_the_files_stats_and_a_rewrite_is_seen(tmp_path,
     assert cache.kept_digest(model)[0] is None
     assert cache.kept_digest(tmp_path) == (None, None)         # not a regular file
 
+
+
+def test_past_its_limit_the_cache_drops_the_least_recently_used_programs(tmp_path):
+    import os
+    for i in range(8):                                  # 8 programs of 1 KiB, used in turn
+        path = tmp_path / f"{i}.npub"
+        path.write_bytes(bytes(1024))
+        os.utime(path, ns=(i * 10**9, i * 10**9))
+    (tmp_path / "yaml").mkdir()                         # what else is kept there stays
+    cache.trim(tmp_path, 8 * 1024)                      # at the limit: nothing goes
+    assert len(list(tmp_path.glob("*.npub"))) == 8
+    cache.trim(tmp_path, 6 * 1024)                      # past it: down to 3/4 of it
+    assert sorted(p.name for p in tmp_path.glob("*.npub")) == [f"{i}.npub" for i in (4, 5, 6, 7)]
+    assert (tmp_path / "yaml").is_dir()
+
+
+def test_a_cached_run_marks_its_program_used_and_a_compile_trims(tmp_path, monkeypatch):
+    import os
+    from npu_sim import api
+    from pathlib import Path
+    monkeypatch.setenv("NPU_SIM_CACHE", str(tmp_path))
+    model = Path(__file__).parent / "data" / "small_cnn" / "model.tosa"
+    cfg = api.load_config("default")
+    api.compile_model(model, cfg)
+    (entry,) = tmp_path.glob("*.npub")
+    os.utime(entry, ns=(0, 0))                          # as if last used in 1970
+    api.compile_model(model, cfg)                       # from the cache
+    assert entry.stat().st_mtime_ns > 0
+    monkeypatch.setenv("NPU_SIM_CACHE_MIB", "0")        # no room: a compile empties it
+    api.compile_model(model, api.load_config("edge-256"))
+    assert not list(tmp_path.glob("*.npub"))
+
+
+def test_a_bad_cache_size_is_one_line(monkeypatch, capsys):
+    from npu_sim.cli import main
+    monkeypatch.setenv("NPU_SIM_CACHE_MIB", "lots")
+    assert main(["run", "--timing-only"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "NPU_SIM_CACHE_MIB='lots'" in err, err
