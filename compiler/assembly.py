@@ -78,7 +78,7 @@ def _blocks(dst, parts, axis: int, block: int, hw, memory_cost):
     work, stores = [], []
     for start in range(0, n, block):
         buf, store, pieces = block_parts(dst, parts, axis, start, min(block, n - start), 0)
-        work.append(block_work(pieces, buf, store, hw, memory_cost))
+        work.append(block_work(pieces, [(buf, store)], hw, memory_cost))
         stores.append(store)
     return work, len(stores) > 1 and spans_overlap(stores[0], stores[1])
 

@@ -14,7 +14,7 @@ from .cascade import cascade_space
 from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
 from .staging import (block_views, dma_cycles, permute_cycles, permute_operands,
-                      plan as plan_staging, split_queues)
+                      plan as plan_staging, split_queues, store_pieces)
 from .steps import Step
 from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim
 
@@ -412,7 +412,10 @@ class Lowering:
                 held = dense(ONCHIP, permuted[k % stage.slots], held.shape, held.dtype)
                 self.em.compute("vector", "permute", {"in0": block}, {"out": held},
                                 {"base": first, "strides": strides})
-            self.em.copy(held, store, queue)
+            neighbour = blocks[k + 1 if k + 1 < len(blocks) else k - 1][3] \
+                if len(blocks) > 1 else None
+            for piece in store_pieces(held, store, neighbour):
+                self.em.copy(*piece, queue)
 
         self._ring(len(blocks), stage.slots, queues, load, finish)
 

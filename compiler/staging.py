@@ -29,6 +29,7 @@ from .allocate import align
 MAX_BLOCKS = 64            # bounds the commands of one move
 MIN_BLOCK_BYTES = 2048     # smaller blocks pay more in setup than they overlap
 SLOTS = (2, 3, 4)          # ring depths tried
+MAX_STORE_PIECES = 8       # a block's store cut into at most these many DMAs (store_pieces)
 # A staged or assembled plan must beat the direct copies by more than this fraction of them:
 # its estimate models a pipeline of many commands (within about 10% of the machine on
 # bench/data_movement.py's moves), a direct copy's is one DMA's, and staging takes buffer room
@@ -162,17 +163,18 @@ class BlockWork:
     fill_cycles: float      # their transfer cycles, setups apart
     latency: int            # the memory latency they wait out (once, or each if ordered)
     permute_cycles: float   # the vector unit's reorder of the block (0: none)
-    store_cycles: float     # its store's transfer cycles, setup apart
+    store_count: int        # the DMAs that store it
+    store_cycles: float     # their transfer cycles, setups apart
     port_cycles: float      # the busiest external port's cycles for the block, both ways
     one_port: bool          # fills and store go through one memory's port, sharing it
     words: float            # the bank words it moves on chip
 
 
-def block_work(fills, store_src: TensorView, store: TensorView, hw, memory_cost,
-               permute: float = 0.0, words: float = 0.0) -> BlockWork:
+def block_work(fills, stores, hw, memory_cost, permute: float = 0.0,
+               words: float = 0.0) -> BlockWork:
     """The BlockWork of a block filled by `fills` ((source view or fill word, place in the
-    buffer)) and stored from `store_src` to `store`."""
-    cycles, port = 0.0, _port_cycles([store], memory_cost)
+    buffer)) and stored by `stores` ((buffer view, destination))."""
+    cycles, port = 0.0, _port_cycles([d for _, d in stores], memory_cost)
     latency, one_port = 0, False
     # fills whose places' spans meet (parts interleaved along the channels) are ordered, so
     # each waits out its memory's latency; others overlap theirs
@@ -184,15 +186,34 @@ def block_work(fills, store_src: TensorView, store: TensorView, hw, memory_cost,
                 port[mem] = port.get(mem, 0.0) + c
             if ordered or not latency:
                 latency += latency_cycles(hw, source.mem)
-            one_port |= bool(source.mem) and source.mem == store.mem
+            one_port |= bool(source.mem) and any(source.mem == d.mem for _, d in stores)
         else:
             cycles += side_cycles(place, hw, memory_cost)
     word = hw.sram.bytes_per_cycle
     words += sum(p.burst_bytes(word) for _, p in fills) / word
-    words += store_src.burst_bytes(word) / word
-    return BlockWork(len(fills), cycles, latency, permute,
-                     transfer_cycles(store_src, store, hw, memory_cost),
+    words += sum(b.burst_bytes(word) for b, _ in stores) / word
+    return BlockWork(len(fills), cycles, latency, permute, len(stores),
+                     sum(transfer_cycles(b, d, hw, memory_cost) for b, d in stores),
                      max(port.values(), default=0.0), one_port, words)
+
+
+def store_pieces(held: TensorView, store: TensorView,
+                 neighbour: TensorView | None) -> list[tuple[TensorView, TensorView]]:
+    """A block's store (from `held` on chip) as DMAs whose spans do not meet those of the
+    neighbouring block's store, which would order them: whole where the two spans do not
+    meet; else cut along its outermost dim (TILE's repeats) into at most MAX_STORE_PIECES
+    pieces where that parts them; else whole."""
+    if neighbour is None or not spans_overlap(store, neighbour):
+        return [(held, store)]
+    dims = [i for i, n in enumerate(store.shape) if n > 1]
+    if dims:
+        d = max(dims, key=lambda i: abs(store.strides[i]))
+        if store.shape[d] <= MAX_STORE_PIECES and neighbour.shape[d] <= MAX_STORE_PIECES:
+            mine = [_sub(store, d, j, 1) for j in range(store.shape[d])]
+            theirs = [_sub(neighbour, d, j, 1) for j in range(neighbour.shape[d])]
+            if not any(spans_overlap(a, b) for a in mine for b in theirs):
+                return [(_sub(held, d, j, 1), piece) for j, piece in enumerate(mine)]
+    return [(held, store)]
 
 
 def pipeline_cycles(blocks: list[BlockWork], hw, queues: int, slots: int,
@@ -205,24 +226,26 @@ def pipeline_cycles(blocks: list[BlockWork], hw, queues: int, slots: int,
     setup = hw.dma.setup_cycles
     loads, stores = split_queues(list(range(queues)))
     first = blocks[0]
-    total = (first.fill_count + 1) * setup + first.latency + first.fill_cycles \
-        + first.permute_cycles + first.store_cycles
+    total = (first.fill_count + first.store_count) * setup + first.latency \
+        + first.fill_cycles + first.permute_cycles + first.store_cycles
     for k, b in enumerate(blocks[1:], 1):
         fill, store = b.fill_cycles, b.store_cycles
         if loads == stores:                 # one queue: a block's fills, then an earlier store
-            queue_cycles = (b.fill_count + 1) * setup + fill + store
+            queue_cycles = (b.fill_count + b.store_count) * setup + fill + store
         else:
             if b.one_port:                  # in flight together, they share the port
                 fill, store = max(fill, b.port_cycles), max(store, b.port_cycles)
             queue_cycles = max((b.fill_count * setup + fill) / len(loads),
-                               (setup + store) / (1 if stores_serialize else len(stores)))
+                               (b.store_count * setup + store)
+                               / (1 if stores_serialize else len(stores)))
         # a fill buffer's turn: filled, then read by the permute (or the store); a permuted
         # one's. The first `slots` blocks find their buffers free.
         ring = 0.0
         if k >= slots:
-            ring = b.fill_count * setup + b.latency + fill + (b.permute_cycles or setup + store)
+            stored = b.store_count * setup + store
+            ring = b.fill_count * setup + b.latency + fill + (b.permute_cycles or stored)
             if b.permute_cycles:
-                ring = max(ring, b.permute_cycles + setup + store)
+                ring = max(ring, b.permute_cycles + stored)
         total += max(b.port_cycles, b.permute_cycles, queue_cycles, ring / slots,
                      b.words / hw.sram.banks)
     return total
@@ -232,15 +255,19 @@ def staged_cycles(src, dst, stage, hw, memory_cost, queues: int) -> float:
     """Cycles of a staged copy (pipeline_cycles; every block costed as the first, full one)."""
     n = src.shape[stage.axis]
     load, buf, held, store = block_views(src, dst, stage, 0, stage.block, 0)
+    neighbour = None
+    if n > stage.block:
+        neighbour = block_views(src, dst, stage, stage.block,
+                                min(stage.block, n - stage.block), 0)[3]
     if stage.permuted_bytes:
         out = dense(ONCHIP, 0, held.shape, held.dtype)
         # the permute reads the buffer and writes its block; the store reads that
-        work = block_work([(load, buf)], out, store, hw, memory_cost,
+        work = block_work([(load, buf)], store_pieces(out, store, neighbour), hw, memory_cost,
                           permute_cycles(held, out, hw), 2 * out.nbytes / hw.sram.bytes_per_cycle)
     else:
-        work = block_work([(load, buf)], held, store, hw, memory_cost)
-    serialize = n > stage.block and spans_overlap(
-        store, block_views(src, dst, stage, stage.block, min(stage.block, n - stage.block), 0)[3])
+        work = block_work([(load, buf)], store_pieces(held, store, neighbour), hw, memory_cost)
+    serialize = work.store_count == 1 and neighbour is not None and spans_overlap(store,
+                                                                                  neighbour)
     return pipeline_cycles([work] * -(-n // stage.block), hw, queues, stage.slots, serialize)
 
 
