@@ -88,7 +88,7 @@ class TilePlan:
     sizes: dict[str, int]
     order: tuple[str, ...]
     counts: dict[str, int]
-    buffers: dict[str, int]                  # role -> number of buffers (1 or 2)
+    buffers: dict[str, int]                  # role -> buffers (1, 2; 3: Lowering._deepened)
     buffer_bytes: dict[str, int]             # role -> bytes of one buffer
     acc_bytes: int
     working_set: int
@@ -349,7 +349,10 @@ def _evaluate(space: TileSpace, sizes: list[tuple], orders, tile_overhead: float
     if not out.on_chip:
         n_out = n_tiles // splits               # the output tiles: all but the reduction's
         buffer_bytes.append((out.role, out_bytes))
-        out_count = np.where(n_out > 1, 2, 1)
+        # Split, the reduction is the innermost loop of every order, so consecutive output
+        # tiles are a reduction loop apart: one buffer lets each store finish before the next
+        # tile's results go there, and the room serves the inputs.
+        out_count = np.where((n_out > 1) & (splits <= 1), 2, 1)
         burst = np.array([b[2]["<out>"] for b in in_bytes])
         out_cost = n_out * out_bytes * out.cost_per_byte * burst
         out_padding = n_out * out_bytes * out.cost_per_byte * (burst - 1)

@@ -68,6 +68,49 @@ def test_transfers_of_different_lanes_overlap():
     assert tiling.evaluate(_space((1, 1)), {"m": 64}, ("m",), 0).transfer == 64 + 128
 
 
+def _reduction_space():
+    """64 output rows, each summing 256 terms of an input (1 cycle a byte) into an output
+    stored to memory."""
+    return tiling.TileSpace(
+        dims={"m": 64, "k": 256}, levels={"m": 0, "k": 0}, orders=[("m", "k")],
+        inputs=[tiling.Operand("x", "x", "int8", ("m", "k"), lambda t: (t["m"], t["k"]), 1,
+                               cost_per_byte=1.0, shape=(64, 256))],
+        output=tiling.Operand("y", "y", "int8", ("m",), lambda t: (t["m"],), 1,
+                              cost_per_byte=1.0, shape=(64,)),
+        reduction="k")
+
+
+def test_a_split_reduction_stores_its_output_tiles_from_one_buffer():
+    """Output tiles a reduction loop apart need one buffer between them: its store has the
+    next tile's partial sums to finish in. Tiles one after another take two."""
+    space = _reduction_space()
+    split = tiling.evaluate(space, {"m": 16, "k": 64}, ("m", "k"), 0)
+    whole = tiling.evaluate(space, {"m": 16, "k": 256}, ("m", "k"), 0)
+    assert (split.buffers["y"], whole.buffers["y"]) == (1, 2)
+    assert split.working_set == 2 * 16 * 64 + 16 * 4 + 16      # inputs, sums, one output
+
+
+def test_split_reductions_are_bit_exact_with_one_output_buffer():
+    """A 1x1 conv of 2048 input channels on a 16 KiB buffer sums each output tile over
+    several tiles of the reduction: its stores all leave the one output buffer, and the
+    results are the reference model's."""
+    from npu_sim.isa.commands import DmaCopy
+    rng = np.random.default_rng(5)
+    g = GraphBuilder()
+    x = g.tensor((1, 8, 8, 2048), DType.INT8, rand(rng, DType.INT8, (1, 8, 8, 2048)))
+    acc = int8_conv(g, rng, x, 2048, (1, 8, 8, 64), (1, 1))
+    out = mac_stage(g, rng, acc, np.array([2048 * 128 * 128]), (1, 8, 8, 64), mode="clamp")
+    cfg = api.load_config("default").with_overrides({"sram.size": "16 KiB"})
+    program = api.compile_model(load_bytes(g.serialize(), "conv.tosa"), cfg)
+    partial = [c for c in program.commands if "acc_out" in getattr(c, "outputs", {})]
+    stores = {c.src.addr for c in program.commands
+              if isinstance(c, DmaCopy) and c.src.mem == 0 and c.dst.mem != 0}
+    assert partial and len(stores) == 1
+    got = api.simulate(program, cfg, {g.input_names[0]: g.input_values[g.input_names[0]]},
+                       check_hazards=True)
+    assert np.array_equal(got.outputs[out], g.run()[out])
+
+
 def test_a_room_bound_search_splits_rows_in_columns(monkeypatch):
     """A 1x1 conv of 1024 input channels on edge-256 (ResNet-50's layer3): beside tiles of a
     whole row there is room for weight slices of 8 channels, half the array's columns, each
