@@ -27,6 +27,11 @@ weights memory idles through the step by its estimate (all of it in a step that 
 weights, as a MobileNetV2's 1x1 convs whose weights are staged on chip; in one that does,
 what its busiest lane's transfers leave beside its own loads). Weights whose leading rows
 are staged (MobileNetV2's classifier) are buffered too, all but those rows.
+
+A reader served from both memories gets a third tile buffer for its weights where its plan
+leaves the room (`third_buffer`, taken by Lowering.plan, so that prefetch, this planning and
+the lowering see one working set): with two, each fast box is in before the array frees the
+buffer the next slow box needs, and the weights memory waits for that tile.
 """
 from __future__ import annotations
 
@@ -81,16 +86,9 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             need[i] = onchip
             continue
         need[i] = plan.working_set
-        slow_loads, heaviest, others = 0.0, (0, None, None), []
-        for opnd in space.inputs + [space.output]:
-            if opnd.on_chip or opnd is not space.output and opnd.role not in plan.buffers:
-                continue
-            if getattr(placement.find(opnd.tensor), "mem", 0) != placement.weights_id:
-                others.append(opnd)                 # the feature maps' lane
-                continue
-            boxes = _boxes(space, plan, opnd)
-            moved = sum(nbytes * count for nbytes, count in boxes.values())
-            slow_loads += moved * slow
+        slow_loads, weights, others = _weights_lane(space, plan, placement, slow)
+        heaviest = (0, None, None)
+        for opnd, boxes, moved in weights:
             if (moved > heaviest[0] and opnd.tensor == placement.root(opnd.tensor)
                     and readers[opnd.tensor] == {i}):
                 heaviest = (moved, opnd.tensor, boxes)
@@ -108,8 +106,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         lane, floor = slow_loads if apart else plan.transfer, plan.compute
         if heaviest[1] is not None and lane > floor:
             if apart:
-                floor = max(floor, sum(opnd.cost_per_byte * nbytes * count for opnd in others
-                                       for nbytes, count in _boxes(space, plan, opnd).values()))
+                floor = max(floor, _other_lane(space, plan, others))
             if lane > floor:
                 loads[i] = (plan, lane, floor, *heaviest[1:])
     outputs = {placement.root(o) for o in graph.outputs}
@@ -128,14 +125,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
                      if placement.staged_box(name, box, dtype) is None}
             if not boxes:
                 continue
-        # A reader streams a box while it computes the tile before, so a box in the faster
-        # memory shortens its own tile only, to its compute (by the tile plan's per-tile
-        # estimate); its copy holds the faster memory's port a while in a step that may be
-        # waiting for it. Only where that pays.
-        per_tile = lane / plan.n_tiles
-        largest = max(nbytes for nbytes, _ in boxes.values())
-        gain = per_tile - max(floor / plan.n_tiles, per_tile - largest * (slow - fast))
-        if gain <= largest * fast:
+        if not _pays(plan, lane, floor, boxes, slow, fast):
             continue
         # as many boxes as bring the reader's loads down to its compute, by its estimate, or
         # as the idle steps before it load; spread over all its loads
@@ -177,6 +167,65 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
     for staged in preloads.values():          # a queue carries them in the order they are read
         staged.sort(key=lambda item: item[1])
     return riders.copies
+
+
+def third_buffer(space, plan, placement, memory_cost, channels: int) -> str | None:
+    """The role of the weights a step streams (two tile buffers) from a weights memory slower
+    than the feature maps', on a DMA queue of their own, where plan_buffering() would find
+    boxes of them worth moving to the faster memory (their loads outlast the step's compute
+    and its other transfers, and _pays()); else None.
+
+    Its weight loads then alternate slow and fast. With two buffers a fast box is in before
+    the array frees the buffer the next slow one needs, and the weights memory waits for
+    that tile: the box saves its slow load less the tile's compute, not less its fast load
+    (BERT-base's second FC layer on edge-256: 6.3k cycles per three tiles where flash needs
+    5.1k). A third buffer lets the weights memory stream on."""
+    slow, fast = memory_cost(placement.weights_id), memory_cost(placement.fm_id)
+    if plan is None or channels < 2 or placement.weights_id == placement.fm_id or \
+            not fast < slow:
+        return None
+    lane, weights, others = _weights_lane(space, plan, placement, slow)
+    streamed = [(moved, opnd.role, boxes) for opnd, boxes, moved in weights
+                if opnd is not space.output and plan.buffers.get(opnd.role) == 2]
+    if not streamed or lane <= plan.compute:
+        return None
+    _, role, boxes = max(streamed, key=lambda item: item[0])
+    floor = max(plan.compute, _other_lane(space, plan, others))
+    return role if lane > floor and _pays(plan, lane, floor, boxes, slow, fast) else None
+
+
+def _pays(plan, lane: float, floor: float, boxes, slow: float, fast: float) -> bool:
+    """Whether a box of a reader's weights is worth moving to the faster memory: a reader
+    streams a box while it computes the tile before, so a box there shortens its own tile
+    only, to its compute (by the tile plan's per-tile estimate); its copy holds the faster
+    memory's port a while in a step that may be waiting for it."""
+    per_tile = lane / plan.n_tiles
+    largest = max(nbytes for nbytes, _ in boxes.values())
+    gain = per_tile - max(floor / plan.n_tiles, per_tile - largest * (slow - fast))
+    return gain > largest * fast
+
+
+def _weights_lane(space, plan, placement, slow: float):
+    """(cycles of a step's loads from the weights memory, (operand, _boxes(), bytes moved) of
+    each operand they load, the operands the other lane moves)."""
+    lane, weights, others = 0.0, [], []
+    for opnd in space.inputs + [space.output]:
+        if opnd.on_chip or opnd is not space.output and opnd.role not in plan.buffers:
+            continue
+        if getattr(placement.find(opnd.tensor), "mem", 0) != placement.weights_id:
+            others.append(opnd)                 # the feature maps' lane
+            continue
+        boxes = _boxes(space, plan, opnd)
+        moved = sum(nbytes * count for nbytes, count in boxes.values())
+        lane += moved * slow
+        weights.append((opnd, boxes, moved))
+    return lane, weights, others
+
+
+def _other_lane(space, plan, others) -> float:
+    """Cycles of a step's transfers on the feature maps' lane (`others`, of _weights_lane)."""
+    return sum(opnd.cost_per_byte * nbytes * count for opnd in others
+               for nbytes, count in _boxes(space, plan, opnd).values())
 
 
 class _Riders:

@@ -9,7 +9,7 @@ from npu_sim.isa.opcodes import OPCODES
 
 from .allocate import align
 from .assembly import block_parts, box_view, plan as plan_assembly
-from .buffering import Buffered
+from .buffering import Buffered, third_buffer
 from .cascade import cascade_space
 from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
@@ -69,10 +69,22 @@ class Lowering:
                               for o in space.inputs + [space.output]),)
         key = shape + (budget,)
         if key not in self._plans:
-            self._plans[key] = plan_tiles(space, budget, self.tile_overhead,
-                                          self._candidates.setdefault(shape, {}),
-                                          self._boxes.setdefault(kind, {}), self.room_slack)
+            plan = plan_tiles(space, budget, self.tile_overhead,
+                              self._candidates.setdefault(shape, {}),
+                              self._boxes.setdefault(kind, {}), self.room_slack)
+            self._plans[key] = self._deepened(space, plan, budget)
         return space, opcode, attrs, self._plans[key]
+
+    def _deepened(self, space, plan, budget: int):
+        """`plan` with a third buffer for the weights buffering may serve in part from a
+        faster memory (buffering.third_buffer), where the budget has room for it."""
+        role = third_buffer(space, plan, self.p, self.memory_cost, self.channels)
+        if role is None:
+            return plan
+        size = plan.working_set + align(plan.buffer_bytes[role])
+        if size > budget:
+            return plan
+        return dataclasses.replace(plan, buffers={**plan.buffers, role: 3}, working_set=size)
 
     def preload(self, name: str, part: int | None = None):
         """Copy a staged constant (or part `part` of its prefix) from its home to its on-chip

@@ -102,7 +102,7 @@ def test_weights_buffered_apart_run_further_ahead_than_the_on_chip_buffer():
     from npu_sim.isa.commands import ONCHIP, DmaCopy
 
     cfg = api.load_config("edge-256")
-    tosa = zoo.build("transformer", tokens=32, d_model=256, heads=4, d_ff=1024, layers=2)[0]
+    tosa = zoo.build("transformer", tokens=64, d_model=256, heads=4, d_ff=1024, layers=2)[0]
     program = api.compile_model(load_bytes(tosa, "t.tosa"), cfg)
     sram = program.memories.index("system_sram") + 1
     parked = sum(c.dst.nbytes for c in program.commands if isinstance(c, DmaCopy)

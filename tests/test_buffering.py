@@ -157,3 +157,37 @@ def test_readers_bound_by_their_feature_maps_are_not_buffered(monkeypatch):
     plain = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
     cycles = [api.simulate(p, cfg, timing_only=True).report.cycles for p in (buffered, plain)]
     assert cycles[0] <= cycles[1]
+
+
+def test_weights_served_from_two_memories_stream_through_three_buffers(monkeypatch):
+    """A weight-bound layer whose boxes come partly from system SRAM alternates slow and fast
+    loads: with two tile buffers flash waits for the tile that frees one after each fast box.
+    Such a layer takes a third buffer for its weights (buffering.third_buffer): its loads
+    from flash and from system SRAM go to three buffers on chip, bit-exact and faster than
+    with two."""
+    cfg = api.load_config("edge-256")
+    tosa = zoo.build("transformer", tokens=64, d_model=256, heads=4, d_ff=1024, layers=1)[0]
+    loads = {}                          # weights tensor -> {(from system SRAM, on-chip address)}
+    real_deepened, real_load = Lowering._deepened, Lowering._load
+    deep = set()
+
+    def spy_deepened(self, space, plan, budget):
+        got = real_deepened(self, space, plan, budget)
+        deep.update(o.tensor for o in space.inputs if got.buffers.get(o.role) == 3)
+        return got
+
+    def spy_load(self, opnd, box, dst, previous, views):
+        if opnd.tensor in deep and not opnd.produce:
+            fast = (opnd.tensor, tuple(map(tuple, box))) in self.p.buffered
+            loads.setdefault(opnd.tensor, set()).add((fast, dst.addr))
+        return real_load(self, opnd, box, dst, previous, views)
+    monkeypatch.setattr(Lowering, "_deepened", spy_deepened)
+    monkeypatch.setattr(Lowering, "_load", spy_load)
+    program = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
+    mixed = [{addr for _, addr in seen} for seen in loads.values()
+             if {fast for fast, _ in seen} == {True, False}]
+    assert mixed and all(len(addrs) == 3 for addrs in mixed), mixed
+    run, _ = _exact(tosa, program, cfg, seed=2)
+    monkeypatch.setattr(Lowering, "_deepened", lambda self, space, plan, budget: plan)
+    double = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
+    assert run.report.cycles < api.simulate(double, cfg, timing_only=True).report.cycles

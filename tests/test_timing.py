@@ -38,7 +38,8 @@ RESOURCES = [
 # A program recompiled for more of a resource may take this much longer: the tiler's estimate
 # is not the simulator (contention, burst order), so a plan it prefers can lose a little.
 # Which cases reach it: the 32x16 array below (+0.78%); the resource steps below are monotone
-# today (the closest was mac_array.ports.outputs 32 -> 128 B/cycle at +0.4%, once).
+# today (the closest was mac_array.ports.outputs 32 -> 128 B/cycle at +0.4%, once). Recompiled,
+# the output port binds this model below 8 B/cycle only (8 and 32 are within 0.01%).
 RECOMPILED_TOLERANCE = 0.01
 
 
@@ -62,7 +63,7 @@ def test_same_program_never_costs_cycles_on_more_resources(edge, edge_program, k
 
 @pytest.mark.parametrize("key,values", [
     ("memories.flash.bandwidth_gbps", [0.25, 1.0, 4.0]), ("dma.bytes_per_cycle", [2, 16]),
-    ("mac_array.ports.activations", [8, 32, 64]), ("mac_array.ports.outputs", [8, 32, 128]),
+    ("mac_array.ports.activations", [8, 32, 64]), ("mac_array.ports.outputs", [4, 32, 128]),
     ("sram.size", ["32 KiB", "64 KiB", "128 KiB", "512 KiB"]), ("vector_unit.lanes", [4, 64])])
 def test_recompiled_for_more_resources_costs_at_most_the_tolerance(edge, key, values):
     cycles = [_cycles(edge.with_overrides({key: v})).cycles for v in values]
