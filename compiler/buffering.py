@@ -181,8 +181,10 @@ def third_buffer(space, plan, placement, memory_cost, channels: int) -> str | No
     (BERT-base's second FC layer on edge-256: 6.3k cycles per three tiles where flash needs
     5.1k). A third buffer lets the weights memory stream on."""
     slow, fast = memory_cost(placement.weights_id), memory_cost(placement.fm_id)
+    # (the tiler's busiest lane, bursts counted, is no less than the weights': a step it
+    # finds compute-bound is, before any box is listed)
     if plan is None or channels < 2 or placement.weights_id == placement.fm_id or \
-            not fast < slow:
+            not fast < slow or plan.transfer <= plan.compute:
         return None
     lane, weights, others = _weights_lane(space, plan, placement, slow)
     streamed = [(moved, opnd.role, boxes) for opnd, boxes, moved in weights
@@ -296,7 +298,15 @@ def _row_bytes(boxes: dict[tuple, list[int]]) -> int:
 def _boxes(space, plan, opnd) -> dict[tuple, list[int]]:
     """box -> [bytes, loads] of each box of an operand its step's tiles load, in the order
     first loaded: as the lowering loads it, again only when the box changes from the tile
-    before."""
+    before. Kept with the plan (third_buffer() and plan_buffering() ask for the same)."""
+    key = ("boxes", space.output.tensor, opnd.role, opnd.tensor)
+    out = plan.memo.get(key)
+    if out is None:
+        out = plan.memo[key] = _listed_boxes(space, plan, opnd)
+    return out
+
+
+def _listed_boxes(space, plan, opnd) -> dict[tuple, list[int]]:
     out: dict[tuple, list[int]] = {}
     previous = None
     for tile in iterate_tiles(plan, space.dims):

@@ -96,6 +96,8 @@ class TilePlan:
     transfer: float = 0.0                    # of which its busiest lane's transfers take
     padding: float = 0.0                     # of which bursts moving bytes no one needs take
     compute: float = 0.0                     # its tiles' compute cycles, one after another
+    # what its users work out from it once (compiler/buffering.py: each operand's boxes)
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_tiles(self) -> int:
