@@ -106,7 +106,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         lane, floor = slow_loads if apart else plan.transfer, plan.compute
         if heaviest[1] is not None and lane > floor:
             if apart:
-                floor = max(floor, _other_lane(space, plan, others))
+                floor = max(floor, _other_lane(space, plan, placement, others))
             if lane > floor:
                 loads[i] = (plan, lane, floor, *heaviest[1:])
     outputs = {placement.root(o) for o in graph.outputs}
@@ -119,12 +119,8 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
     for reader, (plan, lane, floor, name, boxes) in sorted(loads.items()):
         if name in outputs or name in placement.pack_of:
             continue
-        if name in placement.prefixes:          # the boxes its staged rows serve stay there
-            dtype = graph.tensors[name].dtype
-            boxes = {box: v for box, v in boxes.items()
-                     if placement.staged_box(name, box, dtype) is None}
-            if not boxes:
-                continue
+        if not boxes:                           # its staged rows serve them all
+            continue
         if not _pays(plan, lane, floor, boxes, slow, fast):
             continue
         # as many boxes as bring the reader's loads down to its compute, by its estimate, or
@@ -192,7 +188,7 @@ def third_buffer(space, plan, placement, memory_cost, channels: int) -> str | No
     if not streamed or lane <= plan.compute:
         return None
     _, role, boxes = max(streamed, key=lambda item: item[0])
-    floor = max(plan.compute, _other_lane(space, plan, others))
+    floor = max(plan.compute, _other_lane(space, plan, placement, others))
     return role if lane > floor and _pays(plan, lane, floor, boxes, slow, fast) else None
 
 
@@ -217,17 +213,17 @@ def _weights_lane(space, plan, placement, slow: float):
         if getattr(placement.find(opnd.tensor), "mem", 0) != placement.weights_id:
             others.append(opnd)                 # the feature maps' lane
             continue
-        boxes = _boxes(space, plan, opnd)
+        boxes = _boxes(space, plan, opnd, placement)
         moved = sum(nbytes * count for nbytes, count in boxes.values())
         lane += moved * slow
         weights.append((opnd, boxes, moved))
     return lane, weights, others
 
 
-def _other_lane(space, plan, others) -> float:
+def _other_lane(space, plan, placement, others) -> float:
     """Cycles of a step's transfers on the feature maps' lane (`others`, of _weights_lane)."""
     return sum(opnd.cost_per_byte * nbytes * count for opnd in others
-               for nbytes, count in _boxes(space, plan, opnd).values())
+               for nbytes, count in _boxes(space, plan, opnd, placement).values())
 
 
 class _Riders:
@@ -295,22 +291,28 @@ def _row_bytes(boxes: dict[tuple, list[int]]) -> int:
     return max(align(nbytes // max(box[0][1], 1)) for box, (nbytes, _) in boxes.items())
 
 
-def _boxes(space, plan, opnd) -> dict[tuple, list[int]]:
+def _boxes(space, plan, opnd, placement) -> dict[tuple, list[int]]:
     """box -> [bytes, loads] of each box of an operand its step's tiles load, in the order
-    first loaded: as the lowering loads it, again only when the box changes from the tile
-    before. Kept with the plan (third_buffer() and plan_buffering() ask for the same)."""
-    key = ("boxes", space.output.tensor, opnd.role, opnd.tensor)
+    first loaded: as the lowering loads it, again only when the box changes from the last
+    box loaded (a box of staged rows is read where it is staged: it loads nothing, and the
+    tile buffer keeps the box before). Kept with the plan, by what is staged of the operand
+    (third_buffer() and plan_buffering() ask for the same)."""
+    parts = tuple(placement.prefixes.get(placement.root(opnd.tensor), ()))
+    key = ("boxes", space.output.tensor, opnd.role, opnd.tensor, parts)
     out = plan.memo.get(key)
     if out is None:
-        out = plan.memo[key] = _listed_boxes(space, plan, opnd)
+        out = plan.memo[key] = _listed_boxes(space, plan, opnd, placement if parts else None)
     return out
 
 
-def _listed_boxes(space, plan, opnd) -> dict[tuple, list[int]]:
+def _listed_boxes(space, plan, opnd, placement) -> dict[tuple, list[int]]:
     out: dict[tuple, list[int]] = {}
     previous = None
     for tile in iterate_tiles(plan, space.dims):
         box = tuple(map(tuple, opnd.box(tile)))
+        if placement is not None and \
+                placement.staged_box(opnd.tensor, box, opnd.dtype) is not None:
+            continue
         if box != previous:
             if box not in out:
                 count = opnd.itemsize
