@@ -47,7 +47,7 @@ MIN_CHUNK = 1024            # bytes of a bounce buffer, at least: two fit beside
 MAX_CHUNK = 8192            # and at most: larger chunks only save a few DMA setups
 MARGIN = 0.9                # of an idle stretch's estimated cycles, the share it books
 REPLAN_COST = 0.05          # of a rider's host step's estimate, what room for its bounce may cost
-LIGHT_LOADS = 0.01          # of a step's estimate, weight loads too few to keep riders to its transfers
+RIDE_COMPUTE = 0.9          # of a step's estimated compute, what riders may count on beside its loads
 
 
 @dataclass(frozen=True)
@@ -95,16 +95,16 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
                 heaviest = (moved, opnd.tensor, boxes)
         # A step loading from the weights memory itself keeps it from copies queued before
         # it: its loads pass them, which would then wait for the steps after. Copies riding
-        # among its tiles may take what its busiest lane's transfers leave beside its own
-        # loads (the estimate's surest part: its compute may take less than estimated), or
-        # all its time where those loads are a negligible share of it (MobileNetV2's block 1
-        # on edge-256 loads under 5 KB in 180k cycles; its transfers' share left flash idle
-        # 92k of them). With one DMA queue for everything, the copies wait behind all its
-        # transfers.
+        # among its tiles may take what its busiest lane's transfers, or RIDE_COMPUTE of its
+        # compute, leave beside its own loads (the compute as the array and vector unit are
+        # charged, a little of it kept back: the tiles' estimates are not the machine;
+        # MobileNetV2's block 1 on edge-256 loads under 5 KB in 180k cycles, and kept to
+        # its transfers' share flash idled 92k of them). With one DMA queue for everything,
+        # the copies wait behind all its transfers.
         quiet[i] = not slow_loads
         queued = slow_loads if apart else plan.transfer
-        light = quiet[i] or apart and slow_loads <= LIGHT_LOADS * plan.cost
-        idle[i] = max(0.0, (plan.cost if light else plan.transfer) - queued)
+        busy = plan.cost if quiet[i] else max(plan.transfer, RIDE_COMPUTE * plan.compute * apart)
+        idle[i] = max(0.0, busy - queued)
         # A reader's weights are worth buffering while their loads outlast its compute and,
         # on a queue of their own, its other transfers: a box from the faster memory adds to
         # the feature maps' lane what it takes off the weights'.

@@ -230,27 +230,15 @@ def test_the_planner_lists_the_loads_the_lowering_emits(monkeypatch):
             (output, tensor)
 
 
-def test_copies_ride_through_a_step_that_loads_next_to_nothing_from_flash(monkeypatch):
-    """MobileNetV2-224's block 1 on edge-256 loads under 5 KB from flash in 180k cycles. Its
-    transfers take under half of them, yet copies may ride through all of its time, not only
-    beside its transfers: more of the later layers' weights move to system SRAM while flash
-    would idle, bit-exact and faster than with the transfers' share."""
+def test_copies_ride_beside_the_weight_loads_of_compute_bound_steps(monkeypatch):
+    """A ResNet's 3x3 convs on edge-256 load their weights from flash and compute longer than
+    they transfer: copies of later layers' weights may ride in the compute beyond the
+    transfers (RIDE_COMPUTE of it), bit-exact, and the run is faster than with copies kept to
+    the transfers' share."""
+    tosa = zoo.build("resnet", depth=18, resolution=64)[0]
     cfg = api.load_config("edge-256")
-    tosa = zoo.build("mobilenet_v2")[0]
-    riding = []                         # bytes the copies riding in block 1 move, per compile
-    planned = buffering.plan_buffering
-
-    def spy(graph, steps, placement, lowering, *rest):
-        riders = planned(graph, steps, placement, lowering, *rest)
-        riding.append(sum(
-            int(np.prod([n for _, n in box])) for j, items in riders.items()
-            if steps[j].output == "block1_dw_rescale" for _, _, part in items
-            for box in part.boxes))
-        return riders
-    monkeypatch.setattr(compiler_driver, "plan_buffering", spy)
     program = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
-    run, _ = _exact(tosa, program, cfg, seed=5)
-    monkeypatch.setattr(buffering, "LIGHT_LOADS", 0.0)
+    run, _ = _exact(tosa, program, cfg, seed=6)
+    monkeypatch.setattr(buffering, "RIDE_COMPUTE", 0.0)
     beside = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
-    assert riding[1] < riding[0]
-    assert run.report.cycles < api.simulate(beside, cfg, timing_only=True).report.cycles
+    assert run.report.cycles < 0.997 * api.simulate(beside, cfg, timing_only=True).report.cycles
