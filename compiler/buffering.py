@@ -9,7 +9,8 @@ copies: a weight-heavy step needs the whole of it. As Vela buffers weights in sy
 such a reader's boxes are copied there during those idle steps, by the steps' tile plans'
 estimates as many as the idle time loads, spread evenly over the reader's loads (a reader
 streams a box while it computes on the box before, so the boxes it loads fast let the
-weights memory catch up); its loads then take fewer cycles. Only as many as bring the
+weights memory catch up); its loads then take fewer cycles, on the feature maps' DMA queue,
+so the weights' queue stays free for the weights memory. Only as many as bring the
 reader's loads down to its compute: more would gain nothing.
 
 A copy passes through two small bounce buffers on chip, reserved over the idle steps like

@@ -306,9 +306,12 @@ class Lowering:
 
             def fetch(part, axis, first, count):
                 src = self.p.buffered.get((opnd.tensor, tuple(map(tuple, part))))
+                queue = channel
                 if src is None or src.dtype != opnd.dtype:
                     src = self.p.view(opnd.tensor, part, opnd.dtype)
-                self.em.copy(src, dst if axis is None else _rows(dst, axis, first, count), channel)
+                else:           # from the feature maps' memory, on their queue (as buffering
+                    queue = self._channel("act")     # counts it): the weights' stays free
+                self.em.copy(src, dst if axis is None else _rows(dst, axis, first, count), queue)
         overlap = _overlap(previous[0], box) if previous is not None else None
         if overlap is None:
             fetch(box, None, 0, 0)

@@ -23,10 +23,12 @@ def test_weights_buffered_in_system_sram_during_flash_idle_steps(monkeypatch):
     staged = {c.dst.addr for c in copies if c.src.mem == 0 and c.dst.mem == sram
               and c.channel == 1}        # bounce buffer -> system SRAM, on the weights' queue
     assert staged and any(c.src.mem == flash and c.dst.mem == 0 for c in copies)
-    # the reader (a MAC layer) loads those copies from system SRAM
+    # the reader (a MAC layer) loads those copies from system SRAM, on the feature maps'
+    # queue: the weights' queue stays free for flash
     mac_layers = {i for i, layer in enumerate(program.layers) if layer.unit == "mac"}
-    assert any(c.src.mem == sram and c.src.addr in staged and c.layer in mac_layers
-               for c in copies)
+    reads = [c for c in copies if c.src.mem == sram and c.src.addr in staged
+             and c.layer in mac_layers]
+    assert reads and all(c.channel == 0 for c in reads)
     buffered, inputs = _exact(tosa, program, cfg, seed=1)
     monkeypatch.setattr(compiler_driver, "plan_buffering", lambda *args: {})
     plain = api.simulate(api.compile_model(load_bytes(tosa, "net.tosa"), cfg), cfg, inputs)
