@@ -13,10 +13,11 @@ weights memory catch up); its loads then take fewer cycles, on the feature maps'
 so the weights' queue stays free for the weights memory. Only as many as bring the
 reader's loads down to its compute: more would gain nothing.
 
-A copy passes through two small bounce buffers on chip, reserved over the idle steps like
-a staged constant (compiler/prefetch.py): one DMA copy from one external memory to another
-would hold the faster memory's port at the slower one's rate (npu_sim/cost.py), and those
-steps keep that port busy. Its room in the feature-map memory is reserved, beside the
+A copy passes through two small bounce buffers on chip (one where a step leaves room for
+only one: a copy's setup and latency then wait for the one before), reserved over the idle
+steps like a staged constant (compiler/prefetch.py): one DMA copy from one external memory
+to another would hold the faster memory's port at the slower one's rate (npu_sim/cost.py),
+and those steps keep that port busy. Its room in the feature-map memory is reserved, beside the
 feature maps, from the first idle step to the reader.
 
 Copies queued between steps run over a stretch of steps that load no weights and whose
@@ -49,16 +50,18 @@ MAX_CHUNK = 8192            # and at most: larger chunks only save a few DMA set
 MARGIN = 0.9                # of an idle stretch's estimated cycles, the share it books
 REPLAN_COST = 0.05          # of a rider's host step's estimate, what room for its bounce may cost
 RIDE_COMPUTE = 0.9          # of a step's estimated compute, what riders may count on beside its loads
+ONE_BOUNCE = True           # riders may pass through one bounce buffer where two do not fit
 
 
 @dataclass(frozen=True)
 class Buffered:
     """A preload (compiler/lower.py): boxes of a constant copied into their room in the
-    feature-map memory (Placement.buffered), `chunk` bytes at a time through two on-chip
-    bounce buffers at `bounce`."""
+    feature-map memory (Placement.buffered), `chunk` bytes at a time through `buffers`
+    on-chip bounce buffers at `bounce`."""
     boxes: tuple
     bounce: int
     chunk: int
+    buffers: int = 2
 
 
 def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cost) -> dict:
@@ -258,16 +261,20 @@ class _Riders:
         while chunk > least and placement.reserve(2 * chunk, j, j, ceiling[j],
                                                   commit=False) is None:
             chunk = max(chunk // 2, least)
-        limit, slower = ceiling[j], 0.0
+        limit, slower, count = ceiling[j], 0.0, 2
         if placement.reserve(2 * chunk, j, j, limit, commit=False) is None:
-            limit, slower = self._bounce_room(j, 2 * chunk)
+            if ONE_BOUNCE and placement.reserve(chunk, j, j, limit, commit=False) is not None:
+                count = 1           # each copy's setup and latency then wait for the one before
+            else:
+                limit, slower = self._bounce_room(j, 2 * chunk)
         if limit is None or not placement.buffer(name, tuple(take), j, reader):
             chosen[:0] = take
             return
         ceiling[j] = limit
-        bounce = placement.reserve(2 * chunk, j, j, limit, commit=True)
+        bounce = placement.reserve(count * chunk, j, j, limit, commit=True)
         self.idle[j] -= size * self.per_byte + slower
-        self.copies.setdefault(j, []).append((name, reader, Buffered(tuple(take), bounce, chunk)))
+        self.copies.setdefault(j, []).append((name, reader,
+                                              Buffered(tuple(take), bounce, chunk, count)))
 
     def _bounce_room(self, j: int, size: int) -> tuple[int | None, float]:
         """(the limit under which `size` bytes of bounce buffers fit on chip during step `j`

@@ -141,7 +141,8 @@ class Lowering:
             for first in range(0, dst.shape[0], rows):
                 count = min(rows, dst.shape[0] - first)
                 piece = _rows(dst, 0, first, count)
-                bounce = dense(ONCHIP, part.bounce + k % 2 * part.chunk, piece.shape, piece.dtype)
+                bounce = dense(ONCHIP, part.bounce + k % part.buffers * part.chunk, piece.shape,
+                               piece.dtype)
                 yield _rows(src, 0, first, count), bounce, piece
                 k += 1
 
