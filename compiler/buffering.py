@@ -27,7 +27,8 @@ next's, in bounce buffers reserved for that step alone, where its working set le
 room or a tiling in a little less room costs it at most REPLAN_COST more; as many as the
 weights memory idles through the step by its estimate (all of it in a step that loads no
 weights, as a MobileNetV2's 1x1 convs whose weights are staged on chip; in one that does,
-what its busiest lane's transfers leave beside its own loads). Weights whose leading rows
+what its busiest lane's transfers or RIDE_COMPUTE of its compute leave beside its own
+loads). Weights whose leading rows
 are staged (MobileNetV2's classifier) are buffered too, all but those rows.
 
 A reader served from both memories gets a third tile buffer for its weights where its plan
@@ -107,7 +108,8 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         # the copies wait behind all its transfers.
         quiet[i] = not slow_loads
         queued = slow_loads if apart else plan.transfer
-        busy = plan.cost if quiet[i] else max(plan.transfer, RIDE_COMPUTE * plan.compute * apart)
+        beside = RIDE_COMPUTE * plan.compute if apart else 0.0
+        busy = plan.cost if quiet[i] else max(plan.transfer, beside)
         idle[i] = max(0.0, busy - queued)
         # A reader's weights are worth buffering while their loads outlast its compute and,
         # on a queue of their own, its other transfers: a box from the faster memory adds to
@@ -319,6 +321,7 @@ def _boxes(space, plan, opnd, placement) -> dict[tuple, list[int]]:
 
 
 def _listed_boxes(space, plan, opnd, placement) -> dict[tuple, list[int]]:
+    """_boxes() worked out over the plan's tiles (`placement` None: nothing staged)."""
     out: dict[tuple, list[int]] = {}
     previous = None
     for tile in iterate_tiles(plan, space.dims):

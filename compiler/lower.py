@@ -46,6 +46,7 @@ class Lowering:
             searches._candidates if searches else {}  # per space: its search levels' plans
         self._boxes: dict[tuple, dict] = \
             searches._boxes if searches else {}       # per steps' shape: their tiles' box sizes
+        self._deep_plans: dict[tuple, object] = {}    # (plan key, staging) -> _deepened()
         # Outputs of steps that hand data to or from a step on the other compute engine.
         self.handoffs = handoffs
         self.room_slack = room_slack
@@ -69,11 +70,15 @@ class Lowering:
                               for o in space.inputs + [space.output]),)
         key = shape + (budget,)
         if key not in self._plans:
-            plan = plan_tiles(space, budget, self.tile_overhead,
-                              self._candidates.setdefault(shape, {}),
-                              self._boxes.setdefault(kind, {}), self.room_slack)
-            self._plans[key] = self._deepened(space, plan, budget)
-        return space, opcode, attrs, self._plans[key]
+            self._plans[key] = plan_tiles(space, budget, self.tile_overhead,
+                                          self._candidates.setdefault(shape, {}),
+                                          self._boxes.setdefault(kind, {}), self.room_slack)
+        # the third buffer's test counts the loads of this placement's staging
+        deep = (key, tuple(tuple(self.p.prefixes.get(self.p.root(o.tensor), ()))
+                           for o in space.inputs))
+        if deep not in self._deep_plans:
+            self._deep_plans[deep] = self._deepened(space, self._plans[key], budget)
+        return space, opcode, attrs, self._deep_plans[deep]
 
     def _deepened(self, space, plan, budget: int):
         """`plan` with a third buffer for the weights buffering may serve in part from a
@@ -130,7 +135,7 @@ class Lowering:
         self._ride(chunks, len(chunks), 0)
 
     def _buffer_chunks(self, name: str, part: Buffered):
-        """(src, bounce, dst) of each chunk of a buffered constant's boxes, the two on-chip
+        """(src, bounce, dst) of each chunk of a buffered constant's boxes, its on-chip
         bounce buffers in turn; both copies go on the constants' queue. A copy from one
         external memory to another would hold the faster one's port at the slower one's
         rate; through the buffer each memory's port is held for its own bytes."""

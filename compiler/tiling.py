@@ -3,8 +3,9 @@
 Each operator family describes its iteration space as named dims and, for every operand, which
 dims it depends on and which box of the tensor a tile needs. One search serves all families:
 it tries tile sizes (halvings of each dim, widening the set of splittable dims level by level)
-and loop orders, keeps those whose double-buffered working set fits, and picks the one that
-moves the fewest bytes (weighted by each memory's bandwidth) with the fewest tiles.
+and loop orders, keeps those whose double-buffered working set fits (one output buffer where
+the reduction splits), and picks the one that moves the fewest bytes (weighted by each
+memory's bandwidth) with the fewest tiles.
 """
 from __future__ import annotations
 

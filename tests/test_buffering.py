@@ -267,3 +267,35 @@ def test_copies_ride_through_one_bounce_buffer_where_two_do_not_fit(monkeypatch)
     monkeypatch.setattr(buffering, "ONE_BOUNCE", False)
     two = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
     assert run.report.cycles < api.simulate(two, cfg, timing_only=True).report.cycles
+
+
+class _Staging:
+    """A placement's staging as buffering._boxes reads it: which leading rows are staged."""
+
+    def __init__(self):
+        self.prefixes = {}
+
+    def root(self, name):
+        return name
+
+    def staged_box(self, name, box, dtype):
+        (start, count), staged = box[0], self.prefixes.get(name, ())
+        return any(row0 <= start and start + count <= row0 + rows
+                   for _, row0, rows in staged) or None
+
+
+def test_listed_boxes_follow_what_is_staged():
+    """The boxes a plan loads are kept with it, by what is staged of the operand: once rows
+    are staged (prefetch runs after the first plans are listed) their boxes drop out."""
+    from npu_sim.compiler import tiling
+    weights = tiling.Operand("w", "w", "int8", ("m",), lambda t: (t["m"], (0, 8)), 1,
+                             cost_per_byte=8.0, shape=(64, 8))
+    space = tiling.TileSpace(
+        dims={"m": 64}, levels={"m": 0}, orders=[("m",)], inputs=[weights],
+        output=tiling.Operand("y", "y", "int8", ("m",), lambda t: (t["m"],), 1, on_chip=True))
+    plan = tiling.evaluate(space, {"m": 16}, ("m",), 0)
+    staging = _Staging()
+    assert len(buffering._boxes(space, plan, weights, staging)) == 4
+    staging.prefixes["w"] = [(0, 0, 32)]
+    assert [box[0] for box in buffering._boxes(space, plan, weights, staging)] == \
+        [(32, 16), (48, 16)]

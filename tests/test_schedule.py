@@ -506,8 +506,7 @@ def test_a_tiles_store_waits_in_its_queue_behind_loads_that_can_start_before_it(
     assert held >= 8, held
     cycles = _timing(program, cfg).cycles
     monkeypatch.setattr(Emitter, "hold_store", _store_right_after_its_compute)
-    # 0.95% faster (1.6% before weight buffering's plan counted the loads the lowering emits)
-    assert cycles < 0.995 * _timing(_compile(tosa, cfg), cfg).cycles
+    assert cycles < 0.99 * _timing(_compile(tosa, cfg), cfg).cycles
     name, shape = meta["input"]["name"], meta["input"]["shape"]
     x = np.random.default_rng(7).integers(-128, 128, shape, dtype=np.int8)
     expected = run_reference(tosa, {name: x}, meta["output_names"])
