@@ -17,8 +17,8 @@ A copy passes through two small bounce buffers on chip (one where a step leaves 
 only one: a copy's setup and latency then wait for the one before), reserved over the idle
 steps like a staged constant (compiler/prefetch.py): one DMA copy from one external memory
 to another would hold the faster memory's port at the slower one's rate (npu_sim/cost.py),
-and those steps keep that port busy. Its room in the feature-map memory is reserved, beside the
-feature maps, from the first idle step to the reader.
+and those steps keep that port busy. Its room in the feature-map memory is reserved, beside
+the feature maps, from the first idle step to the reader.
 
 Copies queued between steps run over a stretch of steps that load no weights and whose
 bounce buffers fit in one place. What no stretch takes rides inside single steps instead
@@ -28,8 +28,8 @@ room or a tiling in a little less room costs it at most REPLAN_COST more; as man
 weights memory idles through the step by its estimate (all of it in a step that loads no
 weights, as a MobileNetV2's 1x1 convs whose weights are staged on chip; in one that does,
 what its busiest lane's transfers or RIDE_COMPUTE of its compute leave beside its own
-loads). Weights whose leading rows
-are staged (MobileNetV2's classifier) are buffered too, all but those rows.
+loads). Weights whose leading rows are staged (MobileNetV2's classifier) are buffered too,
+all but those rows.
 
 A reader served from both memories gets a third tile buffer for its weights where its plan
 leaves the room (`third_buffer`, taken by Lowering.plan, so that prefetch, this planning and
