@@ -50,7 +50,7 @@ MIN_CHUNK = 1024            # bytes of a bounce buffer, at least: two fit beside
 MAX_CHUNK = 8192            # and at most: larger chunks only save a few DMA setups
 MARGIN = 0.9                # of an idle stretch's estimated cycles, the share it books
 REPLAN_COST = 0.05          # of a rider's host step's estimate, what room for its bounce may cost
-RIDE_COMPUTE = 0.9          # of a step's estimated compute, what riders may count on beside its loads
+RIDE_COMPUTE = 0.9          # of a step's estimated compute, riders may count on beside its loads
 ONE_BOUNCE = True           # riders may pass through one bounce buffer where two do not fit
 
 
