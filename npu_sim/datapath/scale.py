@@ -264,7 +264,10 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
     after it), exact in int64 while A * max m + max |c| < 2^63. Where it may wrap, the sums
     wrap to int32 and the bias is added in int32, wrapping as the register does; then
     c0 = (2 zp + 1) << (s - 1) takes the place of c (exact while 2^31 max m + max |c0| < 2^63).
-    DOUBLE_ROUND changes rnd only for shifts above 31."""
+    DOUBLE_ROUND adds 2^30 to rnd for shifts above 31 where the register is >= 0, and takes it
+    where it is negative: with m >= 0, the register's sign is that of X - c0 for X = register *
+    m + c0, which the passes above compute (c0 2^(sn - s) = (2 zp + 1) 2^(sn - 1) in the one
+    shift's terms: one figure for every channel)."""
     bits = _BITS.get(out_dtype)
     if bits is None or bits > 32 or rounding_mode not in ROUNDING_MODES:
         return None
@@ -288,9 +291,11 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
     if bound + k.bmax < 1 << 31 or (not k.bmax and a.dtype in INT32_EXACT):
         # no wrap: the bias folded into c; one shift for every channel where that fits
         if bound * k.mnmax + k.cnmax < 1 << 63:
-            m, c, s = k.mn, k.cn, k.sn
+            m, c, s, d = k.mn, k.cn, k.sn, k.dn
+            c0 = (2 * zp + 1) << (s - 1) if d is not None else None
         elif bound * k.mmax + k.cmax < 1 << 63:
-            m, c, _, s, _ = _per_channel(k)
+            m, c, c0, s, _ = _per_channel(k)
+            d = k.d
         else:
             return None
         v = a.astype(np.int64)
@@ -298,6 +303,7 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
         if (1 << 31) * k.mmax + k.c0max >= 1 << 63:
             return None
         m, _, c, s, b32 = _per_channel(k)
+        c0, d = c, k.d
         # the register's wrap: sums beyond int32 (exact integers in int64) to int32 first
         t = a.astype(np.int32) if bound < 1 << 31 else a.astype(np.int64).astype(np.int32)
         if b32 is not None:
@@ -305,6 +311,10 @@ def _int32_stage(a, bias, multiplier, shift, rounding_mode, per_channel, output_
         v = t.astype(np.int64)
     v *= m
     v += c
+    if d is not None:                   # DOUBLE_ROUND, shifts above 31: +-2^30 by the sign
+        negative = v < c0
+        v += d
+        np.subtract(v, d + d, out=v, where=negative)
     v >>= s
     _clip(v, lo, hi, out=v)
     if out is None:
@@ -320,7 +330,10 @@ class _Tables(namedtuple("_Tables", (
         "mn", "cn", "sn", "mnmax", "cnmax",
         "mmax", "bmax",
         "cmax",             # bound of |bias * m + (2 zp + 1) << (s - 1)|
-        "c0max",            # bound of |(2 zp + 1) << (s - 1)|
+        "c0max",            # bound of |(2 zp + 1) << (s - 1)|, +2^30 with dn
+        # DOUBLE_ROUND's 2^30 per channel with a shift above 31, else 0 (None: no such shift),
+        # in the one shift's terms (dn = d 2^(sn - s)) and as read; cmax and cnmax count it
+        "dn", "d",
         "m", "s", "b", "zp"))):    # the tables as read (per channel, or Python ints)
     """_int32_stage's constants for one layer's tables; a namedtuple, as mac._Geometry. The
     per-channel shifts' constants are worked out only when a tile needs them (_per_channel):
@@ -373,11 +386,13 @@ _STAGE_BY_ARRAYS = _Bounded(_KEPT, _KEPT_BYTES)     # the arrays read -> (their 
 
 
 def _held_bytes(contents, tables) -> int:
-    """Bytes a cache entry holds: the tables' contents as read, and its mn and cn (int64 as
-    mn; one scale has none)."""
+    """Bytes a cache entry holds: the tables' contents as read, and its mn, cn, dn and d
+    (int64 as mn; one scale has none)."""
     size = len(contents[1]) + len(contents[3]) + (len(contents[4][1]) if contents[4] else 0)
     if tables is not None and type(tables.mn) is np.ndarray:
-        size += 2 * tables.mn.nbytes
+        size += (2 + (tables.dn is not None)) * tables.mn.nbytes
+    if tables is not None and type(tables.d) is np.ndarray:
+        size += tables.d.nbytes
     return size
 
 
@@ -415,20 +430,22 @@ def _stage_constants(bias, multiplier, shift, per_channel: bool, zp: int, double
 def _stage_tables(m, s, b, zp: int, double_round: bool):
     ml, sl = m.tolist(), s.tolist()
     bl = [0] if b is None else b.tolist()
-    if not sl or not bl or min(sl) < 2 or max(sl) > 62 or min(ml) < 0 or (
-            double_round and max(sl) > 31):
+    if not sl or not bl or min(sl) < 2 or max(sl) > 62 or min(ml) < 0:
         return None
+    rounds = double_round and max(sl) > 31        # DOUBLE_ROUND's +-2^30 somewhere
     mmax, bmax, smax = max(ml), max(max(bl), -min(bl)), max(sl)
-    c0max = (2 * abs(zp) + 1) << (smax - 1)
+    c0max = ((2 * abs(zp) + 1) << (smax - 1)) + (1 << 30 if rounds else 0)
     cmax = bmax * mmax + c0max
     if cmax >= 1 << 63:
         return None
     if len(ml) == len(sl) == len(bl) == 1:              # one scale: Python ints
         c = bl[0] * ml[0] + ((2 * zp + 1) << (sl[0] - 1))
-        return _Tables(ml[0], c, sl[0], mmax, abs(c), mmax, bmax, cmax, c0max, ml[0], sl[0],
-                       None if b is None else bl[0], zp)
+        d = 1 << 30 if rounds else None
+        return _Tables(ml[0], c, sl[0], mmax, abs(c) + (d or 0), mmax, bmax, cmax, c0max, d, d,
+                       ml[0], sl[0], None if b is None else bl[0], zp)
     grow = smax - min(sl)
-    mn = cn = None
+    mn = cn = dn = None
+    d = np.where(s > 31, np.int64(1 << 30), np.int64(0)) if rounds else None
     mnmax = cnmax = 1 << 63
     # |mn| <= mmax 2^grow and |cn| = |bias m + c0| 2^(smax - s) <= cmax 2^grow
     if mmax << grow < 1 << 63 and cmax << grow < 1 << 63:
@@ -440,11 +457,13 @@ def _stage_tables(m, s, b, zp: int, double_round: bool):
             cn = b.astype(np.int64)
             cn *= mn
             cn += k0
+        if d is not None:
+            dn = d << (smax - s)
         mnmax, cnmax = mmax << grow, cmax << grow
     # m, s and b are views of the memory they were read from: kept, they must not change
     # when that buffer is written again (a later tile, a later run's tables found by contents)
-    return _Tables(mn, cn, smax, mnmax, cnmax, mmax, bmax, cmax, c0max, m.copy(), s.copy(),
-                   None if b is None else b.copy(), zp)
+    return _Tables(mn, cn, smax, mnmax, cnmax, mmax, bmax, cmax, c0max, dn, d, m.copy(),
+                   s.copy(), None if b is None else b.copy(), zp)
 
 
 def reciprocal_scale(count) -> tuple[np.ndarray, np.ndarray]:

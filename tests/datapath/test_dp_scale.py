@@ -192,7 +192,10 @@ STAGE_CASES = [   # (acc dtype, |acc| bits, |bias| bits, shifts, double round, o
     (np.float64, 28, 14, (30, 62), False, np.int16, None, True, True),  # bound from the data
     (np.float64, 30, 30, (2, 31), True, np.int32, None, True, True),    # may wrap
     (np.int64, 45, 20, (20, 40), False, np.int8, None, True, True),     # beyond int32: wraps
-    (np.float32, 23, 10, (2, 62), True, np.int16, (-128, 0), False, False),  # DOUBLE_ROUND, s > 31
+    (np.float32, 23, 10, (2, 62), True, np.int16, (-128, 0), True, True),  # DOUBLE_ROUND, s > 31
+    (np.float32, 23, 14, (32, 36), True, np.int8, None, True, True),    # ... with one shift
+    (np.float64, 30, 30, (33, 40), True, np.int8, None, True, True),    # ... that may wrap
+    (np.int32, 31, 31, (28, 45), True, np.int16, None, True, True),     # ... about 31
     (np.int64, 45, 20, (40, 62), False, np.int8, None, False, False),   # beyond int64
 ]
 
@@ -201,9 +204,9 @@ STAGE_CASES = [   # (acc dtype, |acc| bits, |bias| bits, shifts, double round, o
 def test_output_stage_int32_equals_the_spec(case, monkeypatch):
     """The fast int32 stage (bias, rounding and zero point in one per-channel constant where
     bounds prove the register cannot wrap; else the sums wrapped to int32 and the bias added
-    in int32, as the register does) against Python integers, and the cases where it must fall
-    back to the general path: shifts above 31 under DOUBLE_ROUND, products beyond int64. Per
-    channel and per tensor, with and without bias."""
+    in int32, as the register does; DOUBLE_ROUND's +-2^30 by the register's sign for shifts
+    above 31) against Python integers, and the case where it must fall back to the general
+    path: products beyond int64. Per channel and per tensor, with and without bias."""
     adt, abits, bbits, (slo, shi), dr, odt, clamp, *folds = STAGE_CASES[case]
     rng = np.random.default_rng(40 + case)
     folded = []
@@ -233,6 +236,25 @@ def test_output_stage_int32_equals_the_spec(case, monkeypatch):
         assert got.dtype == odt
         np.testing.assert_array_equal(got, want)
         assert folded.pop() == folds[0 if with_bias else 1]
+
+
+def test_output_stage_double_round_takes_the_registers_sign():
+    """DOUBLE_ROUND's +-2^30 follows the sign of the register (acc + bias), not of the sums:
+    registers of 0 and -1 beside each other, a zero multiplier, shifts on both sides of 31,
+    every channel's one shift and per channel, on sums that may and may not wrap."""
+    m = np.array([1 << 30, (1 << 31) - 1, 0, 3 << 29], np.int32)
+    bias = np.array([5, -5, 9, 0], np.int32)
+    for shifts in ((32, 32, 32, 32), (31, 32, 33, 34), (20, 33, 40, 62)):
+        s = np.array(shifts, np.int32)
+        for adt, span in ((np.float32, 1 << 12), (np.int64, 1 << 34)):
+            regs = np.arange(-span, span, max(span >> 9, 1), dtype=np.int64)
+            regs = np.concatenate([regs, [-1, 0, 1, -6, -5, -4, 4, 5, 6]])
+            acc = np.repeat(regs[:, None], 4, axis=1) - bias.astype(np.int64)
+            acc = acc.astype(adt)
+            got = dp.output_stage(acc, bias=bias, multiplier=m, shift=s, output_zp=-3,
+                                  rounding_mode="DOUBLE_ROUND", out_dtype=np.int8)
+            want = _py_stage(acc.astype(np.int64), bias, m, s, -3, -128, 127, True)
+            np.testing.assert_array_equal(got, want)
 
 
 def test_output_stage_one_shift_for_every_channel():
