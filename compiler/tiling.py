@@ -554,9 +554,10 @@ def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
                candidates: dict | None = None, boxes: dict | None = None,
                room_slack: float = 1.25) -> TilePlan | None:
     """search(), then size every buffer over all tiles; if a tile the samples missed needs
-    more space, search again with a budget reduced by the shortfall."""
+    more space, search again with a budget reduced by the shortfall. A budget of 0 still
+    takes a plan whose operands are all on chip (it needs no room of its own)."""
     target = budget
-    while target > 0:
+    while target >= 0:
         plan = search(space, target, tile_overhead, candidates, boxes, room_slack)
         if plan is None:
             return None

@@ -90,6 +90,23 @@ def test_a_split_reduction_stores_its_output_tiles_from_one_buffer():
     assert split.working_set == 2 * 16 * 64 + 16 * 4 + 16      # inputs, sums, one output
 
 
+def test_a_step_whose_operands_are_all_on_chip_needs_no_room():
+    """A step reading and writing only tensors resident on chip (a ResNet's downsample conv
+    of a staged input with staged weights) tiles in no room at all: weight buffering may
+    take the rest of the buffer around it. Its smallest tiles, which split the reduction,
+    would need an accumulator; the whole step does not."""
+    space = _reduction_space()
+    for opnd in space.inputs + [space.output]:
+        opnd.on_chip = True
+    assert tiling.minimum_working_set(space) > 0
+    plan = tiling.plan_tiles(space, 0)
+    assert plan is not None and plan.working_set == 0
+    # the configuration a sweep found refused at 48 KiB, though it fits in 8 KiB
+    tosa = zoo.build("resnet", depth=18, resolution=64)[0]
+    cfg = api.load_config("edge-256").with_overrides({"vector_unit.lanes": 1})
+    api.compile_model(load_bytes(tosa, "net.tosa"), cfg, use_cache=False)
+
+
 def test_split_reductions_are_bit_exact_with_one_output_buffer():
     """A 1x1 conv of 2048 input channels on a 16 KiB buffer sums each output tile over
     several tiles of the reduction: its stores all leave the one output buffer, and the
