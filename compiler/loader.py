@@ -55,10 +55,14 @@ class _Table:
     __slots__ = ("buf", "pos", "vt", "vt_size")
 
     def __init__(self, buf, pos: int):
+        if pos & 3:
+            raise ValueError(f"table at {pos}: not 4-byte aligned")
         vt = pos - _I32(buf, pos)[0]
-        if vt < 0:
-            raise ValueError(f"vtable offset {vt}")
+        if vt < 0 or vt & 1:
+            raise ValueError(f"table at {pos}: vtable offset {vt}")
         self.buf, self.pos, self.vt, self.vt_size = buf, pos, vt, _U16(buf, vt)[0]
+        if pos + _vtable_object_size(buf, vt) > len(buf):
+            raise ValueError(f"table at {pos}: runs past the end of the buffer")
 
     def field(self, slot: int) -> int:
         """Where the field is, or 0 when absent."""
@@ -103,9 +107,31 @@ class _Table:
         return np.frombuffer(self.buf, dtype, count=n, offset=start) if start else None
 
 
+_VTABLES: dict[int, int] = {}       # vtable -> its object size, verified (during one load)
+
+
+def _vtable_object_size(buf, vt: int) -> int:
+    """The size of the tables a vtable describes, once it is verified as a flatbuffer
+    verifier does: its own size even and at least 4, within the buffer, and every field it
+    places within the object (the TOSA reference model refuses a file that fails this)."""
+    size = _VTABLES.get(vt)
+    if size is None:
+        vt_size, size = _U16(buf, vt)[0], _U16(buf, vt + 2)[0]
+        if vt_size < 4 or vt_size & 1 or vt + vt_size > len(buf) or size < 4:
+            raise ValueError(f"vtable at {vt}: sizes {vt_size} and {size}")
+        for slot in range(4, vt_size, 2):
+            if _U16(buf, vt + slot)[0] >= size:
+                raise ValueError(f"vtable at {vt}: field {slot // 2 - 2} lies outside its table")
+        _VTABLES[vt] = size
+    return size
+
+
 def _string(buf, at: int) -> bytes:
     at += _U32(buf, at)[0]
-    return bytes(buf[at + 4:at + 4 + _U32(buf, at)[0]])
+    n = _U32(buf, at)[0]
+    if at & 3 or at + 4 + n >= len(buf) or buf[at + 4 + n]:
+        raise ValueError(f"string at {at}: not a terminated string within the buffer")
+    return bytes(buf[at + 4:at + 4 + n])
 
 
 def _snake(name: str) -> str:
@@ -131,11 +157,25 @@ _VARIABLE_ACCESS = {"VariableReadAttribute": "variable_read",
                     "VariableWriteAttribute": "variable_write"}
 
 
-def _read_attributes(op: _Table) -> dict:
+def _own_attribute(op_name: str) -> str:
+    """The attribute table an operator carries in the schema (CONV2D: Conv2dAttribute)."""
+    return _OWN_ATTRIBUTE.get(op_name.replace("_", "").lower(), "")
+
+
+_OWN_ATTRIBUTE = {name[:-len("Attribute")].lower(): name for name in ATTRIBUTE_NAMES.values()
+                  if name.endswith("Attribute")}
+
+
+def _read_attributes(op: _Table, op_name: str) -> dict:
     """An operator's attribute table (TosaOperator's union: type in slot 6, table in 8)."""
-    kind = ATTRIBUTE_NAMES.get(op.scalar(6, _U8), "NONE")
+    code = op.scalar(6, _U8)
+    kind = ATTRIBUTE_NAMES.get(code)
+    if kind is None:
+        raise ModelError(f"attribute type {code} is not one of the TOSA 1.0 schema's")
     if kind in _VARIABLE_ACCESS:            # IDENTITY on a variable, as tosa-opt writes it
         return {_VARIABLE_ACCESS[kind]: True}
+    if kind != "NONE" and kind != _own_attribute(op_name) and op_name in OP_NAMES.values():
+        raise ModelError(f"carries a {kind}, not {_own_attribute(op_name) or 'no attribute'}")
     at = op.field(8)
     if kind == "NONE" or not at:
         return {}
@@ -143,8 +183,9 @@ def _read_attributes(op: _Table) -> dict:
         cls = getattr(importlib.import_module(f"tosa.{kind}"), kind)
         _ATTR_CLASS_CACHE[kind] = (cls, _attribute_fields(cls))
     cls, fields = _ATTR_CLASS_CACHE[kind]
+    table = _Table(op.buf, at + _U32(op.buf, at)[0])       # verified, read by the class
     obj = cls()
-    obj.Init(op.buf, at + _U32(op.buf, at)[0])
+    obj.Init(op.buf, table.pos)
     attrs = {}
     for method, name, is_vector in fields:
         if is_vector:
@@ -256,7 +297,10 @@ def _read_block(block: _Table, source: str) -> Graph:
             if name not in tensors:
                 raise ModelError(f"operator #{i} {op_name} names tensor '{name}', which the block "
                                  "does not declare")
-        attrs = _read_attributes(o)
+        try:
+            attrs = _read_attributes(o, op_name)
+        except ModelError as exc:
+            raise ModelError(f"operator #{i} {op_name}: {exc}") from None
         for key in _VALUE_FIELDS.intersection(attrs):
             attrs[key] = _decode_value(attrs[key], tensors[inputs[0]].dtype if inputs else "")
         operators.append(Operator(op_name, inputs, outputs, attrs, location, i))
@@ -277,6 +321,7 @@ def version_text(version, draft: bool = False) -> str:
 def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
     if len(buf) < 8 or not TosaGraph.TosaGraphBufferHasIdentifier(buf, 0):
         raise ModelError(f"{source}: not a TOSA flatbuffer (file identifier 'TOSA' missing)")
+    _VTABLES.clear()
     try:
         fb = _Table(buf, _U32(buf, 0)[0])       # TosaGraph: version 4, regions 6
         v = fb.table(4)                         # Version: major 4, minor 6, patch 8, draft 10
@@ -295,6 +340,8 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
         raise UnsupportedError(f"{source}: {exc}") from None
     except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
         raise ModelError(f"{source}: corrupt TOSA flatbuffer ({type(exc).__name__}: {exc})") from None
+    finally:
+        _VTABLES.clear()
     if not regions:
         raise ModelError(f"{source}: the flatbuffer has no regions")
     main = regions.pop("main", None)

@@ -140,3 +140,46 @@ def test_damaged_files_are_refused_in_one_line():
     assert refused > 10
     with pytest.raises(ModelError, match="corrupt"):
         loader.load_bytes(buf[: len(buf) // 3], "cut.tosa")
+
+
+def _operators(buf: bytes):
+    """The loader's tables of the main block's operators."""
+    root = loader._Table(buf, loader._U32(buf, 0)[0])
+    return root.tables(6)[0].tables(6)[0].tables(6)
+
+
+def _damaged(kind: str) -> bytes:
+    """small_cnn's model with one structure damaged as the TOSA reference model's loader
+    (flatbuffers' verifier, then its attribute tables) refuses it."""
+    buf = bytearray((DATA / "small_cnn" / "model.tosa").read_bytes())
+    ops = _operators(bytes(buf))
+    conv = next(o for o in ops if loader.OP_NAMES[o.scalar(4, loader._U32)] == "CONV2D")
+    if kind == "attribute type beyond the schema":
+        buf[conv.field(6)] = 139
+    elif kind == "another operator's attribute":
+        buf[conv.field(6)] = next(c for c, n in loader.ATTRIBUTE_NAMES.items()
+                                  if n == "MaxPool2dAttribute")
+    elif kind == "a field outside its table":
+        buf[conv.vt + 4:conv.vt + 6] = (0xFFF0).to_bytes(2, "little")
+    elif kind == "an unterminated string":
+        at = conv.field(10)                             # its input names: the first one
+        at += loader._U32(buf, at)[0] + 4
+        at += loader._U32(buf, at)[0]
+        buf[at + 4 + loader._U32(buf, at)[0]] = ord("x")
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("kind", ["attribute type beyond the schema",
+                                  "another operator's attribute", "a field outside its table",
+                                  "an unterminated string"])
+def test_files_the_reference_model_cannot_load_are_refused(kind):
+    from oracle import ReferenceError as RefusedByReference
+    from oracle import run_reference
+    bad = _damaged(kind)
+    with pytest.raises(ModelError) as refused:
+        loader.load_bytes(bad, "bad.tosa")
+    assert "\n" not in str(refused.value) and "bad.tosa" in str(refused.value)
+    good = loader.load_bytes((DATA / "small_cnn" / "model.tosa").read_bytes(), "ok.tosa")
+    inputs = {good.inputs[0]: np.zeros(good.tensors[good.inputs[0]].shape, np.int8)}
+    with pytest.raises(RefusedByReference):
+        run_reference(bad, inputs, list(good.outputs))
