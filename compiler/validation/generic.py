@@ -213,9 +213,23 @@ def check_sizes(ctx: OpContext) -> None:
         ctx.level_size(elements * ELEMENT_BYTES.get(tensor.dtype, 1), f"{arg.name} '{name}'", name)
 
 
+# Enumerated attributes any operator may carry, and the values TOSA 1.0 defines for them (the
+# loader names those; a number outside them reaches here as it was read).
+_ENUMS = {"nan_mode": ("PROPAGATE", "IGNORE")}
+
+
+def check_enums(ctx: OpContext) -> None:
+    for attr, allowed in _ENUMS.items():
+        value = ctx.op.attrs.get(attr)
+        if value is not None and value not in allowed:
+            ctx.fail(f"{attr} {value} is not {' or '.join(allowed)}",
+                     f"{attr} is not a {attr}_t value")
+
+
 def run(ctx: OpContext) -> None:
     bind(ctx)
     check_ranks(ctx)
     check_types(ctx)
     check_ctc(ctx)
     check_shapes(ctx)
+    check_enums(ctx)
