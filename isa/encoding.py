@@ -418,7 +418,8 @@ def _decode(data, source: str) -> Program:
     framing = _Framing(data)         # constant segments are views of the bytes read, not copies
     magic = bytes(framing.take(4))
     if magic != MAGIC:
-        raise ProgramError(f"{source}: not an npu-sim program (magic {magic!r})")
+        raise ProgramError(f"{source}: not an npu-sim program (it does not begin with "
+                           f"{MAGIC.decode()}; write one with npu-sim compile)")
     try:
         sections = _sections(framing)
         meta = json.loads(bytes(sections[b"META"]))

@@ -43,11 +43,15 @@ def _load_program_or_compile(model: str | None, config_arg: str | None,
     from . import api
     if model is not None:
         files.check_model_path(model)
-    if model is not None and _is_program(model):
+    if model is not None and (_is_program(model) or model.endswith(".npub")):
         program = api.load_program(model)
-        cfg = api.config_for_program(program, _config(config_arg, sets)
-                                     if config_arg or sets else None)
-        return program, cfg
+        given = None
+        if config_arg or sets:      # --set alone changes the config the program holds
+            from .config import parse_overrides
+            given = api.load_config(config_arg) if config_arg else \
+                api.config_for_program(program, None)
+            given = given.with_overrides(parse_overrides(sets)) if sets else given
+        return program, api.config_for_program(program, given)
     cfg = _config(config_arg, sets)
     path = model if model is not None else str(api.default_model())
     return api.compile_model(path, cfg), cfg

@@ -156,6 +156,8 @@ class Staged:
                 break
             except FileExistsError:
                 continue
+            except OSError as exc:          # named by the destination, not the .part file
+                raise OSError(exc.errno, exc.strerror, str(final)) from None
         self.items.append((tmp, final))
         return tmp
 

@@ -546,12 +546,14 @@ def preset_path(name: str) -> Path:
 
 
 def load_config(path_or_name: str | os.PathLike | None = None) -> HardwareConfig:
-    """None -> the default preset; a bare name ("edge-256") -> that preset; anything else -> a file path."""
+    """None -> the default preset; a bare name ("edge-256") -> that preset, unless it names
+    no preset but something that exists here; anything else -> a file path."""
     if path_or_name is None:
         path_or_name = "default"
     if not isinstance(path_or_name, (str, os.PathLike)):
         raise ConfigError(f"{path_or_name!r}: expected a preset name or a config file path")
-    if isinstance(path_or_name, str) and not re.search(r"[/\\]|\.ya?ml$", path_or_name):
+    if isinstance(path_or_name, str) and not re.search(r"[/\\]|\.ya?ml$", path_or_name) and (
+            path_or_name in preset_names() or not os.path.lexists(path_or_name)):
         path = preset_path(path_or_name)
     else:
         path = Path(path_or_name)

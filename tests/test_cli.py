@@ -96,14 +96,25 @@ def _truncated_model(tmp_path):
       f"{IN_NAME}={DATA / 'attn_block' / 'input-0.npy'}"], "shape"),
     (["run", "WIDE", "--config", "TINY"], "does not fit"),
     (["disasm", SMALL / "model.tosa"], "not an npu-sim program"),
-    (["run", SMALL / "model.tosa", "--report", "/proc/no-such-dir/r.json"], "file error"),
+    (["run", SMALL / "model.tosa", "--report", "/proc/no-such-dir/r.json"],
+     "file error: /proc/no-such-dir/r.json:"),            # the destination, not a .part file
+    (["run", SMALL / "model.tosa", "--config", "DIR"], "is a directory"),
+    (["run", "JUNK.npub"], "not an npu-sim program"),
+    (["run", "EDGE.npub", "--set", "mac_array.rows=8"], "not one with mac_array.rows 8"),
     (["compile", SMALL / "model.tosa", "-o", "/proc/no-such-dir/p.npub"], "file error"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     tiny = tmp_path / "tiny.yaml"
     tiny.write_text(Path("configs/default.yaml").read_text().replace("size: 1 MiB", "size: 1 KiB", 1))
     subst = {"BADCFG": _bad_config(tmp_path), "TRUNC": _truncated_model(tmp_path), "TINY": tiny,
-             "WIDE": _wide_argmax(tmp_path)}
+             "WIDE": _wide_argmax(tmp_path), "DIR": "configs"}
+    if "JUNK.npub" in args:
+        subst["JUNK.npub"] = tmp_path / "junk.npub"
+        subst["JUNK.npub"].write_bytes(bytes(range(7, 107)))
+    if "EDGE.npub" in args:             # --set alone applies to the config the program holds
+        subst["EDGE.npub"] = tmp_path / "edge.npub"
+        assert npu_sim("compile", SMALL / "model.tosa", "--config", "edge-256", "-o",
+                       subst["EDGE.npub"]).returncode == 0
     args = [subst.get(a, a) if isinstance(a, str) else a for a in args]
     r = npu_sim(*args, "--output-dir", tmp_path / "out") if args[0] == "run" else npu_sim(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
