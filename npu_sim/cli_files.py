@@ -135,6 +135,8 @@ class Staged:
 
     def path(self, final) -> Path:
         """Where to write what will become `final`."""
+        if not str(final):          # Path("") would name the current directory
+            raise InputError("an empty output path")
         final = Path(final)
         if final.is_dir():
             raise InputError(f"{final}: is a directory, expected a file to write")

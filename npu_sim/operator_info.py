@@ -96,7 +96,7 @@ def describe(name: str) -> str:
     from npu_sim.compiler.validation import SPECS
     key = name.upper()
     if key not in OPERATORS or OPERATORS[key].internal:
-        raise UnsupportedError(f"op {name}: not a TOSA operator npu-sim implements "
+        raise UnsupportedError(f"op '{name}': not a TOSA operator npu-sim implements "
                                "(npu-sim op lists them)")
     row = OPERATORS[key]
     operands = ", ".join(f"{n} ({r})" for n, r in row.operands) or (
@@ -122,7 +122,7 @@ def table() -> str:
 
 
 def cmd_op(args) -> int:
-    print(describe(args.name) if args.name else table(), end="")
+    print(table() if args.name is None else describe(args.name), end="")
     return 0
 
 

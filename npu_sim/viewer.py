@@ -266,13 +266,13 @@ def write_viewer(trace_path, out=None) -> Path:
     trace_path = Path(trace_path)
     # The whole page is built before a byte is written: a bad trace leaves no file behind.
     text = render_html(compact(load_trace(trace_path), str(trace_path)))
-    out = Path(out) if out else trace_path.with_suffix(".html")
+    out = trace_path.with_suffix(".html") if out is None else out
     from .cli_files import Staged
     with Staged([trace_path]) as staged:    # written whole, then moved: never a half page
         # a lone surrogate (valid JSON escape, no UTF-8 form) is written as '?'
         staged.path(out).write_text(text, encoding="utf-8", errors="replace")
         staged.commit()
-    return out
+    return Path(out)
 
 
 def cmd_view(args) -> int:

@@ -101,6 +101,7 @@ def _truncated_model(tmp_path):
     (["run", SMALL / "model.tosa", "--config", "DIR"], "is a directory"),
     (["run", "JUNK.npub"], "not an npu-sim program"),
     (["run", "EDGE.npub", "--set", "mac_array.rows=8"], "not one with mac_array.rows 8"),
+    (["op", ""], "op '': not a TOSA operator"),
     (["compile", SMALL / "model.tosa", "-o", "/proc/no-such-dir/p.npub"], "file error"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
@@ -156,7 +157,7 @@ def _unclosed_npy_header(tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["compile", SMALL / "model.tosa", "-o", ""], "is a directory"),
+    (["compile", SMALL / "model.tosa", "-o", ""], "an empty output path"),
     (["run", SMALL / "model.tosa", "--timing-only", "--report", "FIFO"], "not a regular file"),
     (["run", SMALL / "model.tosa", "--timing-only", "--report", "R", "--csv", "R"],
      "named for two outputs"),

@@ -200,12 +200,13 @@ def test_view_of_a_bad_trace_is_one_line_exit_2_and_no_file(where, value, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]     # no page, no .part
 
 
-@pytest.mark.parametrize("target", ["DIR", "TRACE", "FIFO"])
+@pytest.mark.parametrize("target", ["DIR", "TRACE", "FIFO", "EMPTY"])
 def test_view_to_a_directory_its_own_trace_or_a_fifo_is_refused(tmp_path, capsys, target):
     from npu_sim import cli
     (tmp_path / "t.json").write_text(json.dumps(SMALL))
     os.mkfifo(tmp_path / "fifo")
-    out = {"DIR": tmp_path, "TRACE": tmp_path / "t.json", "FIFO": tmp_path / "fifo"}[target]
+    out = {"DIR": tmp_path, "TRACE": tmp_path / "t.json", "FIFO": tmp_path / "fifo",
+           "EMPTY": ""}[target]
     assert cli.main(["view", str(tmp_path / "t.json"), "-o", str(out)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "t.json"]
