@@ -58,11 +58,10 @@ class _Table:
         if pos & 3:
             raise ValueError(f"table at {pos}: not 4-byte aligned")
         vt = pos - _I32(buf, pos)[0]
-        if vt < 0 or vt & 1:
+        if vt < 0:
             raise ValueError(f"table at {pos}: vtable offset {vt}")
+        _verify_vtable(buf, vt)
         self.buf, self.pos, self.vt, self.vt_size = buf, pos, vt, _U16(buf, vt)[0]
-        if pos + _vtable_object_size(buf, vt) > len(buf):
-            raise ValueError(f"table at {pos}: runs past the end of the buffer")
 
     def field(self, slot: int) -> int:
         """Where the field is, or 0 when absent."""
@@ -107,23 +106,17 @@ class _Table:
         return np.frombuffer(self.buf, dtype, count=n, offset=start) if start else None
 
 
-_VTABLES: dict[int, int] = {}       # vtable -> its object size, verified (during one load)
+_VTABLES: set[int] = set()          # vtables verified (during one load)
 
 
-def _vtable_object_size(buf, vt: int) -> int:
-    """The size of the tables a vtable describes, once it is verified as a flatbuffer
-    verifier does: its own size even and at least 4, within the buffer, and every field it
-    places within the object (the TOSA reference model refuses a file that fails this)."""
-    size = _VTABLES.get(vt)
-    if size is None:
-        vt_size, size = _U16(buf, vt)[0], _U16(buf, vt + 2)[0]
-        if vt_size < 4 or vt_size & 1 or vt + vt_size > len(buf) or size < 4:
-            raise ValueError(f"vtable at {vt}: sizes {vt_size} and {size}")
-        for slot in range(4, vt_size, 2):
-            if _U16(buf, vt + slot)[0] >= size:
-                raise ValueError(f"vtable at {vt}: field {slot // 2 - 2} lies outside its table")
-        _VTABLES[vt] = size
-    return size
+def _verify_vtable(buf, vt: int) -> None:
+    """A vtable as flatbuffers' verifier takes it (the TOSA reference model and TFLite refuse
+    a file that fails this): 2-byte aligned, its size even, within the buffer. Each field it
+    places is checked where it is read."""
+    if vt not in _VTABLES:
+        if vt & 1 or _U16(buf, vt)[0] & 1 or vt + _U16(buf, vt)[0] > len(buf):
+            raise ValueError(f"vtable at {vt}: misaligned or past the end of the buffer")
+        _VTABLES.add(vt)
 
 
 def _string(buf, at: int) -> bytes:
@@ -321,8 +314,9 @@ def version_text(version, draft: bool = False) -> str:
 def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
     if len(buf) < 8 or not TosaGraph.TosaGraphBufferHasIdentifier(buf, 0):
         raise ModelError(f"{source}: not a TOSA flatbuffer (file identifier 'TOSA' missing)")
-    _VTABLES.clear()
     try:
+        from .flatverify import verify
+        verify(buf, "tosa", "TosaGraph")
         fb = _Table(buf, _U32(buf, 0)[0])       # TosaGraph: version 4, regions 6
         v = fb.table(4)                         # Version: major 4, minor 6, patch 8, draft 10
         version = tuple(v.scalar(slot, _I32, -1) for slot in (4, 6, 8)) if v is not None \

@@ -2,6 +2,7 @@
 builtin or custom operator (with its index), a dynamic shape, quantization no kernel can use, a
 float model on an integer-only config, a missing extra."""
 import builtins
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ from npu_sim import api
 from npu_sim.cli import main
 from npu_sim.isa.errors import NpuSimError
 from tflite_support import Model, options
+
+DATA = Path(__file__).parent / "data" / "tflite"
 
 
 def _write(tmp_path, m: Model, name="bad.tflite"):
@@ -142,3 +145,52 @@ def test_scales_whose_ratio_overflows_fp32_are_unsupported_not_warnings(tmp_path
     x = m.input((1, 8), 3e38, 0)
     m.op("RELU", [x], [m.output((1, 8), 1e-3, 0)])
     _fails(capsys, _write(tmp_path, m), "operator #0 RELU", "overflow float arithmetic")
+
+
+def _damaged_tflite(kind: str) -> bytes:
+    """audio_example1 with one structure damaged the way TFLite's flatbuffer verifier refuses."""
+    import tflite as fb
+
+    from npu_sim.compiler.loader import _U32
+    buf = bytearray((DATA / "audio_example1" / "model.tflite").read_bytes())
+    model = fb.Model.GetRootAsModel(bytes(buf), 0)
+    tensor = model.Subgraphs(0).Tensors(0)
+    pos = tensor._tab.Pos
+    if kind == "a misaligned table":
+        slot = model.Subgraphs(0)._tab.Pos               # the subgraph's tensor vector's 1st entry
+        at = slot + model.Subgraphs(0)._tab.Offset(4)
+        at += _U32(buf, at)[0] + 4
+        buf[at:at + 4] = (_U32(buf, at)[0] + 2).to_bytes(4, "little")
+    elif kind == "an odd vtable size":
+        vt = pos - int.from_bytes(buf[pos:pos + 4], "little", signed=True)
+        buf[vt] |= 1
+    elif kind == "an unterminated string":
+        at = pos + tensor._tab.Offset(10)                 # the tensor's name
+        at += _U32(buf, at)[0]
+        buf[at + 4 + _U32(buf, at)[0]] = ord("x")
+    elif kind == "an unknown options type":
+        op = model.Subgraphs(0).Operators(0)
+        buf[op._tab.Pos + op._tab.Offset(10)] = 250
+    elif kind == "a buffer index beyond the buffers":
+        at = pos + tensor._tab.Offset(8)
+        buf[at:at + 4] = (model.BuffersLength() + 5).to_bytes(4, "little")
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("kind", ["a misaligned table", "an odd vtable size",
+                                  "an unterminated string", "an unknown options type",
+                                  "a buffer index beyond the buffers"])
+def test_files_tflite_cannot_load_are_refused(tmp_path, capsys, kind):
+    from ai_edge_litert.interpreter import Interpreter
+    bad = _damaged_tflite(kind)
+    with pytest.raises(Exception):
+        Interpreter(model_content=bad).allocate_tensors()
+    path = tmp_path / "bad.tflite"
+    path.write_bytes(bad)
+    _fails(capsys, str(path), "model error", "bad.tflite")
+
+
+def test_the_verifier_passes_every_stored_model():
+    from npu_sim.compiler.flatverify import verify
+    for path in sorted(DATA.glob("*/model.tflite")):
+        verify(path.read_bytes(), "tflite", "Model")

@@ -12,6 +12,8 @@ import numpy as np
 
 from npu_sim.isa.errors import ModelError, UnsupportedError
 
+from ...flatverify import verify
+
 try:
     import tflite
     from tflite.BuiltinOperator import BuiltinOperator
@@ -108,7 +110,9 @@ def _tensor(t, i: int, buffers, type_names) -> TflTensor:
         _check_quantization(i, name, dtype, scales, zps)
     data = None
     b = t.Buffer()
-    if 0 < b < len(buffers) and buffers[b] is not None and buffers[b].DataLength():
+    if b >= len(buffers):
+        raise ModelError(f"tensor {i} '{name}' names buffer {b}; the model has {len(buffers)}")
+    if b > 0 and buffers[b] is not None and buffers[b].DataLength():
         if dtype not in _NUMPY:
             raise UnsupportedError(f"tensor {i} '{name}' holds constant data of type {dtype}")
         raw = buffers[b].DataAsNumpy()
@@ -152,6 +156,7 @@ def read_model(buf: bytes) -> TflModel:
         raise ModelError("not a TFLite flatbuffer (file identifier 'TFL3' missing)")
     op_names, type_names = _names(BuiltinOperator), _names(TensorType)
     try:
+        verify(buf, "tflite", "Model")
         model = tflite.Model.GetRootAsModel(buf, 0)
         if model.SubgraphsLength() < 1:
             raise ModelError("the model has no subgraph")

@@ -1,0 +1,143 @@
+"""Verify a flatbuffer (a .tosa or .tflite model) as flatbuffers' verifier does before the
+TOSA reference model or TFLite reads one: every table, vector, string and scalar reachable from
+the root lies within the buffer, aligned, with a sane vtable, strings terminated, union
+members of a known type. Both refuse a file that fails this; read as it comes, such a file
+could give a model of garbage that looks valid.
+
+The field layout comes from the schema's generated classes (the `tosa` and `tflite`
+packages): each accessor's source names its vtable slot and how it reads the field (a scalar,
+a string, a table, a vector of scalars, strings or tables, or a union), so the verifier follows
+the schema the readers use.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+
+from .loader import _U8, _U32, _string, _Table, _VTABLES
+
+_SLOT = re.compile(r"self\._tab\.Offset\((\d+)\)")
+_CLASS = re.compile(r"from \w+\.(\w+) import")
+_SIZE = re.compile(r"j \* (\d+)\)")
+_SCALAR = re.compile(r"number_types\.(\w+)Flags, o \+ self\._tab\.Pos")
+_BYTES = {"Bool": 1, "Int8": 1, "Uint8": 1, "Int16": 2, "Uint16": 2, "Int32": 4, "Uint32": 4,
+          "Float32": 4, "Int64": 8, "Uint64": 8, "Float64": 8}
+_MAX_VECTOR = 1 << 31           # elements: a length beyond this is no real model's
+
+
+def _fields(cls) -> list[tuple[int, str, object]]:
+    """(slot, kind, detail) of each field of a generated table class: kind one of "scalar"
+    (detail: its bytes), "string", "table" (detail: class), "scalars" (detail: element
+    bytes), "strings", "tables" (detail: class) or "union" (detail: the field's name; its
+    type is the field before it)."""
+    out, seen = [], set()
+    for name, method in vars(cls).items():
+        if not callable(method) or name.startswith("_") or name.endswith(
+                ("AsNumpy", "Length", "IsNone")) or name in ("Init",) or name.startswith("GetRoot"):
+            continue
+        src = inspect.getsource(method)
+        slot = _SLOT.search(src)
+        if slot is None or int(slot.group(1)) in seen:
+            continue
+        slot = int(slot.group(1))
+        named = _CLASS.search(src)
+        if "self._tab.Union(" in src:
+            field = ("union", name)
+        elif "self._tab.Vector(o)" in src and "self._tab.String(" in src:
+            field = ("strings", None)
+        elif "self._tab.Vector(o)" in src and named:
+            field = ("tables", named.group(1))
+        elif "self._tab.Vector(o)" in src:
+            field = ("scalars", int(_SIZE.search(src).group(1)))
+        elif "self._tab.String(" in src:
+            field = ("string", None)
+        elif "self._tab.Indirect(" in src and named:
+            field = ("table", named.group(1))
+        elif _SCALAR.search(src):
+            field = ("scalar", _BYTES[_SCALAR.search(src).group(1)])
+        else:
+            continue
+        seen.add(slot)
+        out.append((slot, *field))
+    return out
+
+
+_LAYOUTS: dict[tuple[str, str], list] = {}
+
+
+def _layout(package: str, cls_name: str) -> list:
+    if (package, cls_name) not in _LAYOUTS:
+        module = importlib.import_module(f"{package}.{cls_name}")
+        _LAYOUTS[package, cls_name] = _fields(getattr(module, cls_name))
+    return _LAYOUTS[package, cls_name]
+
+
+# union fields whose enum is named otherwise than the field (TFLite's)
+_UNION_ENUMS = {"Details": "QuantizationDetails", "ArraySegments": "SparseIndexVector",
+                "ArrayIndices": "SparseIndexVector"}
+_MEMBERS: dict[tuple[str, str], dict[int, str]] = {}
+
+
+def _union_members(package: str, field: str) -> dict[int, str]:
+    """Type code -> table class of a union field (BuiltinOptions: 1 -> Conv2DOptions, ...)."""
+    if (package, field) not in _MEMBERS:
+        union = _UNION_ENUMS.get(field, field)
+        enum = getattr(importlib.import_module(f"{package}.{union}"), union)
+        _MEMBERS[package, field] = {v: k for k, v in vars(enum).items()
+                                    if not k.startswith("_") and isinstance(v, int)
+                                    and k != "NONE"}
+    return _MEMBERS[package, field]
+
+
+def _vector(buf, at: int, size: int) -> tuple[int, int]:
+    """(start, length) of the vector a field at `at` points to, checked within the buffer."""
+    at += _U32(buf, at)[0]
+    n = _U32(buf, at)[0]
+    if at & 3 or n > _MAX_VECTOR or at + 4 + n * size > len(buf):
+        raise ValueError(f"vector at {at}: {n} elements of {size} B run past the buffer")
+    return at + 4, n
+
+
+def verify(buf: bytes, package: str, root: str) -> None:
+    """Raise ValueError naming the first structure that fails, as flatbuffers' verifier would;
+    `package` holds the schema's generated classes, `root` names the root table's."""
+    _VTABLES.clear()
+    try:
+        done: set[tuple[int, str]] = set()
+        todo = [(_U32(buf, 0)[0], root)]
+        while todo:
+            pos, cls = todo.pop()
+            if (pos, cls) in done:
+                continue
+            done.add((pos, cls))
+            table = _Table(buf, pos)
+            for slot, kind, detail in _layout(package, cls):
+                at = table.field(slot)
+                if not at:
+                    continue
+                if kind == "scalar":
+                    if at % detail or at + detail > len(buf):
+                        raise ValueError(f"table at {pos}: a {detail}-byte field at {at} is "
+                                         "misaligned or past the end of the buffer")
+                elif kind == "string":
+                    _string(buf, at)
+                elif kind == "table":
+                    todo.append((at + _U32(buf, at)[0], detail))
+                elif kind == "scalars":
+                    _vector(buf, at, detail)
+                elif kind in ("strings", "tables"):
+                    start, n = _vector(buf, at, 4)
+                    for e in range(start, start + 4 * n, 4):
+                        if kind == "strings":
+                            _string(buf, e)
+                        else:
+                            todo.append((e + _U32(buf, e)[0], detail))
+                else:                                   # a union: its type field is the slot before
+                    code = _U8(buf, table.field(slot - 2))[0] if table.field(slot - 2) else 0
+                    member = _union_members(package, detail).get(code)
+                    if member is None:
+                        raise ValueError(f"table at {pos}: {detail} type {code} is unknown")
+                    todo.append((at + _U32(buf, at)[0], member))
+    finally:
+        _VTABLES.clear()
