@@ -213,6 +213,49 @@ def test_tflite_model_through_the_device_matches_the_tflite_frontend():
     assert np.array_equal(outs[0], np.load(d / "ref-output-0.npy"))
 
 
+def test_tflite_quantize_and_dequantize_map_to_nnapi(capsys):
+    """A float-in, float-out int8 model: QUANTIZE and DEQUANTIZE at its edges get a verdict
+    each, and the device's output is TFLite's."""
+    pytest.importorskip("tflite")
+    from npu_sim.cli import main
+    from npu_sim.nnapi.cli import load_model
+    d = DATA / "tflite" / "autoencoder_example"
+    assert main(["supported-ops", str(d / "model.tflite")]) == 0
+    out = capsys.readouterr().out
+    assert "#0   QUANTIZE                     supported" in out
+    assert "#8   DEQUANTIZE                   supported" in out and "9 of 9 operations" in out
+    _, prepared = Device("default").prepareModel(load_model(str(d / "model.tflite")),
+                                                 ExecutionPreference.LOW_POWER)
+    status, _, _, outs = prepared.execute(Request([np.load(d / "input-0.npy")]))
+    assert status == ErrorStatus.NONE
+    assert np.array_equal(outs[0], np.load(d / "ref-output-0.npy"))
+
+
+def test_tflite_requantize_is_dequantize_then_quantize():
+    """NNAPI quantizes floats only: an int8 -> int8 QUANTIZE maps as the delegate's two."""
+    pytest.importorskip("tflite")
+    from tflite_support import Model, reference
+    from npu_sim.compiler.frontends.nnapi.from_tflite import model_from_tflite
+    m = Model()
+    m.op("QUANTIZE", [m.input((1, 256), 0.5, 0)], [m.output((1, 256), 0.25, 3)])
+    buf = m.serialize()
+    model = model_from_tflite(buf)
+    assert [op.type.name for op in model.main.operations] == ["DEQUANTIZE", "QUANTIZE"]
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
+    status, _, _, outs = Device("default").prepareModel(model)[1].execute(Request([x]))
+    assert status == ErrorStatus.NONE
+    assert np.array_equal(outs[0], np.clip(2 * x.astype(int) + 3, -128, 127))
+    assert np.array_equal(outs[0], reference(buf, {"in0": x})["out0"])
+
+
+def test_run_preference_on_a_cts_file_names_what_works(capsys):
+    from npu_sim.cli import main
+    assert main(["run", str(SAMPLE), "--preference", "LOW_POWER"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"npu-sim: input error: {SAMPLE}: a CTS file; --preference takes one model: "
+                   "a .tflite, or a case's line saved as a .json file"]
+
+
 @pytest.mark.parametrize("text, why", [
     ("{not json", "not a JSON NNAPI case"),
     ('{"name": "x", "main": {"operands": [], "operations": [{"type": 1234, "inputs": [], '

@@ -112,7 +112,7 @@ def test_invalid_models_one_line_and_an_invalid_cts_result(tmp_path, capsys, edi
     cts = tmp_path / "c.jsonl"
     cts.write_text(json.dumps(case) + "\n")
     out = tmp_path / "r.json"
-    assert main(["nnapi-cts", str(cts), "--json", str(out)]) == 0
+    assert main(["nnapi-cts", str(cts), "--json", str(out)]) == 1
     (row,) = json.loads(out.read_text())
     assert row["status"] == "invalid" and words in row["message"]
 
@@ -172,3 +172,68 @@ def test_extreme_valid_scales_are_unsupported_without_warnings():
         assert not ok and why.startswith("operation #0 ADD: ") and words in why, why
     model = model_from_dict(_edited(lambda c: _opd(c, 3).update(channelQuant={})))
     assert dev.supported_operations(model) == [(True, "")]
+
+
+def test_cts_exit_status_is_1_when_a_case_fails(tmp_path, capsys):
+    """A failing case is exit status 1, as in pytest; an expected failure is not one, and an
+    operation types.spec makes invalid is `invalid`."""
+    cts = tmp_path / "c.jsonl"
+    wrong = _edited(lambda c: _opd(c, 3).update(data=[6, 8, 10, 20]))
+    cts.write_text(json.dumps(_case()) + "\n" + json.dumps(wrong) + "\n")
+    assert main(["nnapi-cts", str(cts)]) == 1
+    out, err = capsys.readouterr()
+    assert "2 cases: 1 pass (1 bit-exact), 1 fail" in out and not err
+    refused = _edited(lambda c: c.update(expectFailure=True) or _opd(c).update(zeroPoint=300))
+    cts.write_text(json.dumps(_case()) + "\n" + json.dumps(refused) + "\n")
+    assert main(["nnapi-cts", str(cts)]) == 0
+    assert "1 expected failures" in capsys.readouterr().out
+    no_act = _edited(lambda c: c["main"]["operations"][0].update(inputs=[0, 1]))
+    cts.write_text(json.dumps(no_act) + "\n")
+    assert main(["nnapi-cts", str(cts)]) == 1
+    assert "0 fail, 0 unsupported, 0 expected failures, 1 invalid" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("k, data", [(0, []), (3, []), (3, None)])
+def test_cts_case_without_its_values_is_invalid(tmp_path, capsys, k, data):
+    """'data' [] (or none) on an input or expected output is a case of 0 values, as [1] is
+    one of 1: `invalid`, not a device failure."""
+    cts = tmp_path / "c.jsonl"
+    cts.write_text(json.dumps(_edited(lambda c: _opd(c, k).update(data=data))) + "\n")
+    out = tmp_path / "r.json"
+    assert main(["nnapi-cts", str(cts), "--json", str(out)]) == 1
+    (row,) = json.loads(out.read_text())
+    assert row["status"] == "invalid", row
+    assert f"main operand {k}: 'data' holds 0 values, dimensions [4] need 4" in row["message"]
+
+
+def test_cts_omitted_parameter_input_still_runs():
+    """AOSP's harness omits an optional input given 'data' []: a TRANSPOSE's perm."""
+    from npu_sim.nnapi import cts
+    q8 = {"type": "TENSOR_QUANT8_ASYMM", "scale": 0.5, "zeroPoint": 0}
+    ops = [{**q8, "dimensions": [2, 3], "lifetime": "SUBGRAPH_INPUT", "data": list(range(6))},
+           {"type": "TENSOR_INT32", "dimensions": [2], "lifetime": "SUBGRAPH_INPUT", "data": []},
+           {**q8, "dimensions": [3, 2], "lifetime": "SUBGRAPH_OUTPUT", "data": [0, 3, 1, 4, 2, 5]}]
+    case = {"name": "t", "main": {"operands": ops, "inputIndexes": [0, 1], "outputIndexes": [2],
+                                  "operations": [{"type": "TRANSPOSE", "inputs": [0, 1],
+                                                  "outputs": [2]}]}}
+    assert cts.run_case(case, "t.jsonl", Device("default"))["status"] == "pass"
+
+
+def test_cts_lines_are_read_one_at_a_time_and_bounded(tmp_path, capsys, monkeypatch):
+    from npu_sim.nnapi import cts
+    line = json.dumps(_case()) + "\n"
+    monkeypatch.setattr(cts, "MAX_LINE", len(line))
+    for name, opener in (("c.jsonl", open), ("c.jsonl.gz", gzip.open)):
+        p = tmp_path / name
+        with opener(p, "wt") as f:
+            f.write(line + line + "x" * (len(line) + 1))     # two lines at the cap, one over
+        assert main(["nnapi-cts", str(p)]) == 2
+        assert _one_line(capsys) == (f"npu-sim: input error: {p}:3: a line over "
+                                     f"{len(line):,} bytes, longer than any CTS case")
+
+
+def test_cts_file_that_is_not_a_regular_file(tmp_path, capsys):
+    for path, why in ((tmp_path, "is a directory"),
+                      ("/dev/null", "a character device, not a regular file")):
+        assert main(["nnapi-cts", str(path)]) == 2
+        assert _one_line(capsys) == f"npu-sim: input error: {path}: {why}"

@@ -9,9 +9,10 @@ from npu_sim.isa.errors import InputError, ModelError
 from ..paths import why_unreadable
 
 
-def load_model(path: str, case_name: str | None = None):
+def load_model(path: str, case_name: str | None = None,
+               pick: str = "name the case with --case NAME"):
     """An NNAPI model from a .tflite (mapped as the NNAPI delegate does), a JSON case, or the
-    case named `case_name` of a CTS .jsonl[.gz] file."""
+    case named `case_name` of a CTS .jsonl[.gz] file (else InputError '<path>: <pick>')."""
     why = why_unreadable(path)
     if why:
         raise InputError(f"{path}: {why}")
@@ -19,7 +20,7 @@ def load_model(path: str, case_name: str | None = None):
         from npu_sim.compiler.frontends.nnapi.model import model_from_dict
         from .cts import read_cases
         if not case_name:
-            raise InputError(f"{path}: name the case with --case NAME")
+            raise InputError(f"{path}: {pick}")
         for n, case in read_cases(path):
             if case.get("name") == case_name:
                 return model_from_dict(case, f"{path}:{n}")
@@ -115,7 +116,8 @@ def cmd_cts(args) -> int:
                 indent=1) + "\n")
             staged.commit()
     sys.stdout.write(cts.table(results))
-    return 0
+    # 1, as pytest's failures and errors; unsupported (skipped) and expected failures are not
+    return 1 if any(r["status"] in ("fail", "invalid") for r in results) else 0
 
 
 def preference_table(model, cfg) -> list[dict]:
@@ -139,7 +141,8 @@ def preference_table(model, cfg) -> list[dict]:
 
 def run_preference(args, cfg) -> int:
     from .hal import ExecutionPreference
-    model = load_model(args.model) if args.model else None
+    model = load_model(args.model, pick="a CTS file; --preference takes one model: a .tflite, "
+                       "or a case's line saved as a .json file") if args.model else None
     if model is None:
         raise InputError("--preference: give a .tflite model or a .json NNAPI case")
     rows = preference_table(model, cfg)
@@ -165,7 +168,8 @@ def add_parser(sub) -> None:
     s.add_argument("--case", metavar="NAME", help="the case of a CTS file")
     s.add_argument("--config", help="preset name or YAML path (default: default)")
     s.set_defaults(func=cmd_supported_ops)
-    n = sub.add_parser("nnapi-cts", help="run NNAPI CTS cases (.jsonl or .jsonl.gz)")
+    n = sub.add_parser("nnapi-cts", help="run NNAPI CTS cases (.jsonl or .jsonl.gz); exit "
+                       "status 1 if a case fails or is invalid")
     n.add_argument("files", nargs="+", metavar="FILE.jsonl[.gz]")
     n.add_argument("--config", help="preset name or YAML path (default: default)")
     n.add_argument("--json", metavar="R.json", help="write [{case, file, status, message}]")

@@ -20,7 +20,8 @@ _SAME_NAME = {"ADD", "SUB", "MUL", "LOGISTIC", "TANH", "RELU", "RELU6", "MAXIMUM
               "PRELU", "TRANSPOSE", "PAD", "SLICE", "STRIDED_SLICE", "DEPTH_TO_SPACE",
               "SPACE_TO_DEPTH", "RESHAPE", "SQUEEZE", "MEAN", "CONCATENATION", "SOFTMAX",
               "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D", "MAX_POOL_2D",
-              "GATHER", "EXPAND_DIMS", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SPLIT"}
+              "GATHER", "EXPAND_DIMS", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SPLIT",
+              "QUANTIZE", "DEQUANTIZE"}
 _RENAMED = {"RELU_N1_TO_1": "RELU1", "ARG_MAX": "ARGMAX", "ARG_MIN": "ARGMIN",
             "PADV2": "PAD_V2", "TRANSPOSE_CONV": "TRANSPOSE_CONV_2D", "REDUCE_MAX": "REDUCE_MAX",
             "REDUCE_MIN": "REDUCE_MIN"}
@@ -129,6 +130,12 @@ def _operation(b: _Builder, op) -> tuple[str, list[int]]:
     if op.op == "SPLIT":
         return name, [ins[1], b.i32(int(b.tfl.tensors[op.inputs[0]].data.reshape(-1)[0])),
                       b.i32(o.get("num_splits", len(op.outputs)))]
+    if op.op == "QUANTIZE" and b.operands[ins[0]].type != T.TENSOR_FLOAT32:
+        # NNAPI quantizes floats only: the delegate maps a requantization to DEQUANTIZE, QUANTIZE
+        x = b.operands[ins[0]]
+        b.operands.append(Operand(T.TENSOR_FLOAT32, x.dimensions, name=f"{x.name}/dequantized"))
+        b.operations.append(Operation(OperationType.DEQUANTIZE, ins[:1], [len(b.operands) - 1]))
+        return name, [len(b.operands) - 1]
     if op.op in ("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"):
         _, oh, ow, _ = b.tfl.tensors[op.outputs[0]].shape
         return name, [ins[0], b.i32(ow), b.i32(oh), b.scalar(T.BOOL, False),
