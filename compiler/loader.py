@@ -10,7 +10,6 @@ import importlib
 import math
 import os
 import re
-import struct
 import sys
 
 import numpy as np
@@ -18,6 +17,7 @@ import numpy as np
 from npu_sim.isa.dtypes import DTYPES, STORAGE
 from npu_sim.isa.errors import ModelError, UnsupportedError
 
+from .flatbuf import I32, U8, U32, VTABLES, Table, verify
 from .ir import Graph, Operator, Tensor
 
 try:
@@ -43,89 +43,6 @@ _ENUM_FIELDS = {
     "acc_type": {k: v.lower() for k, v in DTYPE_NAMES.items()},
 }
 _VECTOR_SUFFIXES = ("Length", "AsNumpy", "IsNone")
-
-_U8, _U16, _I32, _U32 = (struct.Struct(f).unpack_from for f in ("<B", "<H", "<i", "<I"))
-
-
-class _Table:
-    """One flatbuffer table of `buf` at `pos`, read as the generated tosa classes read it
-    (the same offsets and defaults), without their per-field layers of calls. A field is
-    named by its vtable slot (4, 6, 8, ...: the generated accessor's Offset() argument)."""
-
-    __slots__ = ("buf", "pos", "vt", "vt_size")
-
-    def __init__(self, buf, pos: int):
-        if pos & 3:
-            raise ValueError(f"table at {pos}: not 4-byte aligned")
-        vt = pos - _I32(buf, pos)[0]
-        if vt < 0:
-            raise ValueError(f"table at {pos}: vtable offset {vt}")
-        _verify_vtable(buf, vt)
-        self.buf, self.pos, self.vt, self.vt_size = buf, pos, vt, _U16(buf, vt)[0]
-
-    def field(self, slot: int) -> int:
-        """Where the field is, or 0 when absent."""
-        if slot >= self.vt_size:
-            return 0
-        off = _U16(self.buf, self.vt + slot)[0]
-        return self.pos + off if off else 0
-
-    def scalar(self, slot: int, unpack, default=0):
-        at = self.field(slot)
-        return unpack(self.buf, at)[0] if at else default
-
-    def table(self, slot: int) -> _Table | None:
-        at = self.field(slot)
-        return _Table(self.buf, at + _U32(self.buf, at)[0]) if at else None
-
-    def string(self, slot: int) -> bytes | None:
-        at = self.field(slot)
-        return _string(self.buf, at) if at else None
-
-    def vector(self, slot: int) -> tuple[int, int]:
-        """(start, length) of a vector field; (0, 0) when absent."""
-        at = self.field(slot)
-        if not at:
-            return 0, 0
-        at += _U32(self.buf, at)[0]
-        return at + 4, _U32(self.buf, at)[0]
-
-    def tables(self, slot: int) -> list[_Table]:
-        start, n = self.vector(slot)
-        buf = self.buf
-        return [_Table(buf, e + _U32(buf, e)[0]) for e in range(start, start + 4 * n, 4)]
-
-    def strings(self, slot: int) -> list[str]:
-        start, n = self.vector(slot)
-        buf = self.buf
-        return [_string(buf, e).decode() for e in range(start, start + 4 * n, 4)]
-
-    def array(self, slot: int, dtype: str) -> np.ndarray | None:
-        """A vector of scalars as a numpy view of the buffer, None when absent."""
-        start, n = self.vector(slot)
-        return np.frombuffer(self.buf, dtype, count=n, offset=start) if start else None
-
-
-_VTABLES: set[int] = set()          # vtables verified (during one load)
-
-
-def _verify_vtable(buf, vt: int) -> None:
-    """A vtable as flatbuffers' verifier takes it (the TOSA reference model and TFLite refuse
-    a file that fails this): 2-byte aligned, its size even, within the buffer. Each field it
-    places is checked where it is read."""
-    if vt not in _VTABLES:
-        if vt & 1 or _U16(buf, vt)[0] & 1 or vt + _U16(buf, vt)[0] > len(buf):
-            raise ValueError(f"vtable at {vt}: misaligned or past the end of the buffer")
-        _VTABLES.add(vt)
-
-
-def _string(buf, at: int) -> bytes:
-    at += _U32(buf, at)[0]
-    n = _U32(buf, at)[0]
-    if at & 3 or at + 4 + n >= len(buf) or buf[at + 4 + n]:
-        raise ValueError(f"string at {at}: not a terminated string within the buffer")
-    return bytes(buf[at + 4:at + 4 + n])
-
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -159,9 +76,9 @@ _OWN_ATTRIBUTE = {name[:-len("Attribute")].lower(): name for name in ATTRIBUTE_N
                   if name.endswith("Attribute")}
 
 
-def _read_attributes(op: _Table, op_name: str) -> dict:
+def _read_attributes(op: Table, op_name: str) -> dict:
     """An operator's attribute table (TosaOperator's union: type in slot 6, table in 8)."""
-    code = op.scalar(6, _U8)
+    code = op.scalar(6, U8)
     kind = ATTRIBUTE_NAMES.get(code)
     if kind is None:
         raise ModelError(f"attribute type {code} is not one of the TOSA 1.0 schema's")
@@ -176,7 +93,7 @@ def _read_attributes(op: _Table, op_name: str) -> dict:
         cls = getattr(importlib.import_module(f"tosa.{kind}"), kind)
         _ATTR_CLASS_CACHE[kind] = (cls, _attribute_fields(cls))
     cls, fields = _ATTR_CLASS_CACHE[kind]
-    table = _Table(op.buf, at + _U32(op.buf, at)[0])       # verified, read by the class
+    table = Table(op.buf, at + U32(op.buf, at)[0])       # verified, read by the class
     obj = cls()
     obj.Init(op.buf, table.pos)
     attrs = {}
@@ -254,14 +171,14 @@ def _tensor_dtype(code: int, name: str) -> str:
     return dtype
 
 
-def _read_block(block: _Table, source: str) -> Graph:
+def _read_block(block: Table, source: str) -> Graph:
     """A TosaBasicBlock (operators 6, tensors 8, inputs 10, outputs 12, shapes 14)."""
     tensors: dict[str, Tensor] = {}
     for t in block.tables(8):           # TosaTensor: name 4, shape 6, type 8, data 10,
         name = t.string(4).decode()     # variable 12, variable_name 16
         dims = t.array(6, "<i4")
         shape = tuple(dims.tolist()) if dims is not None and len(dims) else ()
-        dtype = _tensor_dtype(t.scalar(8, _U32), name)
+        dtype = _tensor_dtype(t.scalar(8, U32), name)
         if any(d < 0 for d in shape):
             raise ModelError(f"tensor '{name}' has a dynamic or negative shape {list(shape)}")
         data = None
@@ -269,17 +186,17 @@ def _read_block(block: _Table, source: str) -> Graph:
         if raw is not None and len(raw):
             data = decode_data(raw, dtype, shape)
         vname = t.string(16)
-        tensors[name] = Tensor(name, shape, dtype, data, bool(t.scalar(12, _U8)),
+        tensors[name] = Tensor(name, shape, dtype, data, bool(t.scalar(12, U8)),
                                vname.decode() if vname else "")
     for s in block.tables(14):          # TosaShape: name 4, rank 6, data 8
         name = s.string(4).decode()
-        rank = int(s.scalar(6, _U32))
+        rank = int(s.scalar(6, U32))
         raw = s.array(8, "<u1")
         data = decode_data(raw, "shape", (rank,)) if raw is not None and len(raw) else None
         tensors[name] = Tensor(name, (rank,), "shape", data)
     operators = []
     for i, o in enumerate(block.tables(6)):     # TosaOperator: op 4, attribute 6 and 8,
-        code = o.scalar(4, _U32)                # inputs 10, outputs 12, location 14
+        code = o.scalar(4, U32)                # inputs 10, outputs 12, location 14
         op_name = OP_NAMES.get(code, f"op code {code}")
         inputs, outputs = o.strings(10), o.strings(12)
         location = ""
@@ -315,13 +232,12 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
     if len(buf) < 8 or not TosaGraph.TosaGraphBufferHasIdentifier(buf, 0):
         raise ModelError(f"{source}: not a TOSA flatbuffer (file identifier 'TOSA' missing)")
     try:
-        from .flatverify import verify
         verify(buf, "tosa", "TosaGraph")
-        fb = _Table(buf, _U32(buf, 0)[0])       # TosaGraph: version 4, regions 6
+        fb = Table(buf, U32(buf, 0)[0])       # TosaGraph: version 4, regions 6
         v = fb.table(4)                         # Version: major 4, minor 6, patch 8, draft 10
-        version = tuple(v.scalar(slot, _I32, -1) for slot in (4, 6, 8)) if v is not None \
+        version = tuple(v.scalar(slot, I32, -1) for slot in (4, 6, 8)) if v is not None \
             else (0, 0, 0)
-        draft = bool(v.scalar(10, _U8, True)) if v is not None else False
+        draft = bool(v.scalar(10, U8, True)) if v is not None else False
         regions = {}
         for region in fb.tables(6):             # TosaRegion: name 4, blocks 6
             blocks = region.tables(6)
@@ -335,7 +251,7 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
     except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
         raise ModelError(f"{source}: corrupt TOSA flatbuffer ({type(exc).__name__}: {exc})") from None
     finally:
-        _VTABLES.clear()
+        VTABLES.clear()
     if not regions:
         raise ModelError(f"{source}: the flatbuffer has no regions")
     main = regions.pop("main", None)

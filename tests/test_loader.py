@@ -144,7 +144,7 @@ def test_damaged_files_are_refused_in_one_line():
 
 def _operators(buf: bytes):
     """The loader's tables of the main block's operators."""
-    root = loader._Table(buf, loader._U32(buf, 0)[0])
+    root = loader.Table(buf, loader.U32(buf, 0)[0])
     return root.tables(6)[0].tables(6)[0].tables(6)
 
 
@@ -153,7 +153,7 @@ def _damaged(kind: str) -> bytes:
     (flatbuffers' verifier, then its attribute tables) refuses it."""
     buf = bytearray((DATA / "small_cnn" / "model.tosa").read_bytes())
     ops = _operators(bytes(buf))
-    conv = next(o for o in ops if loader.OP_NAMES[o.scalar(4, loader._U32)] == "CONV2D")
+    conv = next(o for o in ops if loader.OP_NAMES[o.scalar(4, loader.U32)] == "CONV2D")
     if kind == "attribute type beyond the schema":
         buf[conv.field(6)] = 139
     elif kind == "another operator's attribute":
@@ -163,9 +163,9 @@ def _damaged(kind: str) -> bytes:
         buf[conv.vt + 4:conv.vt + 6] = (0xFFF0).to_bytes(2, "little")
     elif kind == "an unterminated string":
         at = conv.field(10)                             # its input names: the first one
-        at += loader._U32(buf, at)[0] + 4
-        at += loader._U32(buf, at)[0]
-        buf[at + 4 + loader._U32(buf, at)[0]] = ord("x")
+        at += loader.U32(buf, at)[0] + 4
+        at += loader.U32(buf, at)[0]
+        buf[at + 4 + loader.U32(buf, at)[0]] = ord("x")
     return bytes(buf)
 
 

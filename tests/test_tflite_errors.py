@@ -151,7 +151,7 @@ def _damaged_tflite(kind: str) -> bytes:
     """audio_example1 with one structure damaged the way TFLite's flatbuffer verifier refuses."""
     import tflite as fb
 
-    from npu_sim.compiler.loader import _U32
+    from npu_sim.compiler.flatbuf import U32 as _U32
     buf = bytearray((DATA / "audio_example1" / "model.tflite").read_bytes())
     model = fb.Model.GetRootAsModel(bytes(buf), 0)
     tensor = model.Subgraphs(0).Tensors(0)
@@ -191,6 +191,6 @@ def test_files_tflite_cannot_load_are_refused(tmp_path, capsys, kind):
 
 
 def test_the_verifier_passes_every_stored_model():
-    from npu_sim.compiler.flatverify import verify
+    from npu_sim.compiler.flatbuf import verify
     for path in sorted(DATA.glob("*/model.tflite")):
         verify(path.read_bytes(), "tflite", "Model")

@@ -12,7 +12,7 @@ import numpy as np
 
 from npu_sim.isa.errors import ModelError, UnsupportedError
 
-from ...flatverify import verify
+from ...flatbuf import verify
 
 try:
     import tflite

@@ -1,5 +1,7 @@
-"""Verify a flatbuffer (a .tosa or .tflite model) as flatbuffers' verifier does before the
-TOSA reference model or TFLite reads one: every table, vector, string and scalar reachable from
+"""Flatbuffers as npu-sim reads them: `Table`, a reader of one table by vtable slot (the TOSA
+loader's, cheaper than the generated classes' layers of calls), and `verify`, which checks a
+whole file (a .tosa or .tflite model) as flatbuffers' verifier does before the TOSA reference
+model or TFLite reads one: every table, vector, string and scalar reachable from
 the root lies within the buffer, aligned, with a sane vtable, strings terminated, union
 members of a known type. Both refuse a file that fails this; read as it comes, such a file
 could give a model of garbage that looks valid.
@@ -14,8 +16,94 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import struct
 
-from .loader import _U8, _U32, _string, _Table, _VTABLES
+import numpy as np
+
+
+U8, U16, I32, U32 = (struct.Struct(f).unpack_from for f in ("<B", "<H", "<i", "<I"))
+
+
+class Table:
+    """One flatbuffer table of `buf` at `pos`, read as the generated tosa classes read it
+    (the same offsets and defaults), without their per-field layers of calls. A field is
+    named by its vtable slot (4, 6, 8, ...: the generated accessor's Offset() argument)."""
+
+    __slots__ = ("buf", "pos", "vt", "vt_size")
+
+    def __init__(self, buf, pos: int):
+        if pos & 3:
+            raise ValueError(f"table at {pos}: not 4-byte aligned")
+        vt = pos - I32(buf, pos)[0]
+        if vt < 0:
+            raise ValueError(f"table at {pos}: vtable offset {vt}")
+        verify_vtable(buf, vt)
+        self.buf, self.pos, self.vt, self.vt_size = buf, pos, vt, U16(buf, vt)[0]
+
+    def field(self, slot: int) -> int:
+        """Where the field is, or 0 when absent."""
+        if slot >= self.vt_size:
+            return 0
+        off = U16(self.buf, self.vt + slot)[0]
+        return self.pos + off if off else 0
+
+    def scalar(self, slot: int, unpack, default=0):
+        at = self.field(slot)
+        return unpack(self.buf, at)[0] if at else default
+
+    def table(self, slot: int) -> Table | None:
+        at = self.field(slot)
+        return Table(self.buf, at + U32(self.buf, at)[0]) if at else None
+
+    def string(self, slot: int) -> bytes | None:
+        at = self.field(slot)
+        return read_string(self.buf, at) if at else None
+
+    def vector(self, slot: int) -> tuple[int, int]:
+        """(start, length) of a vector field; (0, 0) when absent."""
+        at = self.field(slot)
+        if not at:
+            return 0, 0
+        at += U32(self.buf, at)[0]
+        return at + 4, U32(self.buf, at)[0]
+
+    def tables(self, slot: int) -> list[Table]:
+        start, n = self.vector(slot)
+        buf = self.buf
+        return [Table(buf, e + U32(buf, e)[0]) for e in range(start, start + 4 * n, 4)]
+
+    def strings(self, slot: int) -> list[str]:
+        start, n = self.vector(slot)
+        buf = self.buf
+        return [read_string(buf, e).decode() for e in range(start, start + 4 * n, 4)]
+
+    def array(self, slot: int, dtype: str) -> np.ndarray | None:
+        """A vector of scalars as a numpy view of the buffer, None when absent."""
+        start, n = self.vector(slot)
+        return np.frombuffer(self.buf, dtype, count=n, offset=start) if start else None
+
+
+VTABLES: set[int] = set()          # vtables verified (during one load)
+
+
+def verify_vtable(buf, vt: int) -> None:
+    """A vtable as flatbuffers' verifier takes it (the TOSA reference model and TFLite refuse
+    a file that fails this): 2-byte aligned, its size even, within the buffer. Each field it
+    places is checked where it is read."""
+    if vt not in VTABLES:
+        if vt & 1 or U16(buf, vt)[0] & 1 or vt + U16(buf, vt)[0] > len(buf):
+            raise ValueError(f"vtable at {vt}: misaligned or past the end of the buffer")
+        VTABLES.add(vt)
+
+
+def read_string(buf, at: int) -> bytes:
+    at += U32(buf, at)[0]
+    n = U32(buf, at)[0]
+    if at & 3 or at + 4 + n >= len(buf) or buf[at + 4 + n]:
+        raise ValueError(f"string at {at}: not a terminated string within the buffer")
+    return bytes(buf[at + 4:at + 4 + n])
+
+
 
 _SLOT = re.compile(r"self\._tab\.Offset\((\d+)\)")
 _CLASS = re.compile(r"from \w+\.(\w+) import")
@@ -92,8 +180,8 @@ def _union_members(package: str, field: str) -> dict[int, str]:
 
 def _vector(buf, at: int, size: int) -> tuple[int, int]:
     """(start, length) of the vector a field at `at` points to, checked within the buffer."""
-    at += _U32(buf, at)[0]
-    n = _U32(buf, at)[0]
+    at += U32(buf, at)[0]
+    n = U32(buf, at)[0]
     if at & 3 or n > _MAX_VECTOR or at + 4 + n * size > len(buf):
         raise ValueError(f"vector at {at}: {n} elements of {size} B run past the buffer")
     return at + 4, n
@@ -102,16 +190,16 @@ def _vector(buf, at: int, size: int) -> tuple[int, int]:
 def verify(buf: bytes, package: str, root: str) -> None:
     """Raise ValueError naming the first structure that fails, as flatbuffers' verifier would;
     `package` holds the schema's generated classes, `root` names the root table's."""
-    _VTABLES.clear()
+    VTABLES.clear()
     try:
         done: set[tuple[int, str]] = set()
-        todo = [(_U32(buf, 0)[0], root)]
+        todo = [(U32(buf, 0)[0], root)]
         while todo:
             pos, cls = todo.pop()
             if (pos, cls) in done:
                 continue
             done.add((pos, cls))
-            table = _Table(buf, pos)
+            table = Table(buf, pos)
             for slot, kind, detail in _layout(package, cls):
                 at = table.field(slot)
                 if not at:
@@ -121,23 +209,23 @@ def verify(buf: bytes, package: str, root: str) -> None:
                         raise ValueError(f"table at {pos}: a {detail}-byte field at {at} is "
                                          "misaligned or past the end of the buffer")
                 elif kind == "string":
-                    _string(buf, at)
+                    read_string(buf, at)
                 elif kind == "table":
-                    todo.append((at + _U32(buf, at)[0], detail))
+                    todo.append((at + U32(buf, at)[0], detail))
                 elif kind == "scalars":
                     _vector(buf, at, detail)
                 elif kind in ("strings", "tables"):
                     start, n = _vector(buf, at, 4)
                     for e in range(start, start + 4 * n, 4):
                         if kind == "strings":
-                            _string(buf, e)
+                            read_string(buf, e)
                         else:
-                            todo.append((e + _U32(buf, e)[0], detail))
+                            todo.append((e + U32(buf, e)[0], detail))
                 else:                                   # a union: its type field is the slot before
-                    code = _U8(buf, table.field(slot - 2))[0] if table.field(slot - 2) else 0
+                    code = U8(buf, table.field(slot - 2))[0] if table.field(slot - 2) else 0
                     member = _union_members(package, detail).get(code)
                     if member is None:
                         raise ValueError(f"table at {pos}: {detail} type {code} is unknown")
-                    todo.append((at + _U32(buf, at)[0], member))
+                    todo.append((at + U32(buf, at)[0], member))
     finally:
-        _VTABLES.clear()
+        VTABLES.clear()
