@@ -10,10 +10,9 @@ from npu_sim.isa.errors import ConfigError
 
 def cmd_dse(args) -> int:
     from .report import summary_text, write_report
-    from .runner import run_sweep
+    from .runner import check_jobs, run_sweep
     from .sweep import load_sweep
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError(f"-j {args.jobs}: expected at least 1 worker process")
+    check_jobs(args.jobs)
     sweep = load_sweep(args.sweep)
     if args.set:
         sweep = with_sets(sweep, args.set)

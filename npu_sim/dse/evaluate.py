@@ -15,8 +15,6 @@ import time
 import urllib.parse
 from pathlib import Path
 
-import yaml
-
 from npu_sim.isa.errors import ModelError, NpuSimError
 
 from .. import api
@@ -29,13 +27,34 @@ METRIC_FIELDS = ("cycles", "latency_ms", "energy_uj", "power_mw", "area_mm2", "e
                  "throughput_per_mm2", "mac_utilization")
 
 
+def _zoo_value(text: str):
+    """'56' -> 56, '0.5' or '1e9' -> a float, 'double' stays text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def parse_zoo(spec: str) -> tuple[str, dict]:
     """'zoo:resnet?resolution=56&depth=10' -> ('resnet', {'resolution': 56, 'depth': 10})."""
     name, _, query = spec[len("zoo:"):].partition("?")
     kwargs = {}
     for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
-        kwargs[k] = yaml.safe_load(v) if v else v  # '56' -> 56, '0.5' -> 0.5, 'double' stays text
+        kwargs[k] = _zoo_value(v)
     return name, kwargs
+
+
+def zoo_spec(spec: str):
+    """The checked, not yet built, zoo network of 'zoo:NAME?k=v' (npu_sim.zoo.limits bounds its
+    arguments); a ModelError naming the spec and the argument otherwise."""
+    from .. import zoo
+    try:
+        name, kwargs = parse_zoo(spec)
+        return zoo.spec(name, **kwargs)
+    except ValueError as exc:
+        raise ModelError(f"{spec}: cannot build zoo network ({exc})") from None
 
 
 @functools.lru_cache(maxsize=16)
@@ -44,12 +63,7 @@ def network_bytes(spec: str) -> bytes:
     if spec == "default":
         spec = str(api.default_model())
     if spec.startswith("zoo:"):
-        from .. import zoo
-        try:
-            name, kwargs = parse_zoo(spec)
-            return zoo.build(name, **kwargs)[0]
-        except (ValueError, TypeError) as exc:  # unknown network or keyword
-            raise ModelError(f"{spec}: cannot build zoo network ({exc})") from None
+        return zoo_spec(spec).build()[0]
     try:
         return Path(spec).read_bytes()
     except OSError as exc:
@@ -149,24 +163,27 @@ class _PointTimeout(BaseException):
     simulator bugs does not record it as one."""
 
 
-def _on_alarm(signum, frame):
-    raise _PointTimeout
-
-
 def _within(timeout_s: float, fn, *args):
     """fn(*args), or None once it has run timeout_s seconds. In a worker process's main thread
     an alarm interrupts it; elsewhere (a Dask worker's task thread) it runs in a forked child
     that is killed."""
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        done = []
+
+        def on_alarm(signum, frame):
+            if not done:        # the one alarm stops fn however early it fires; once fn returned, moot
+                raise _PointTimeout
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
         try:
-            return fn(*args)
+            signal.setitimer(signal.ITIMER_REAL, timeout_s)
+            done.append(fn(*args))
         except _PointTimeout:
-            return None
+            pass
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+        return done[0] if done else None
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=lambda: send.send(fn(*args)), daemon=True)

@@ -4,7 +4,8 @@ Both go through the same code path (submit + as_completed); Dask is only a diffe
 Executor (`Client.get_executor()`). Every row is appended to results.jsonl as it arrives, so
 an interrupted sweep loses at most the points in flight, and --resume skips every point whose
 key (base config + network content + overrides) is already there with status ok or
-infeasible. Rows with status error (unexpected exceptions, lost workers) are retried.
+infeasible. Rows with status error (unexpected exceptions, lost workers) are retried; a line
+that is not a sound row (edited, corrupt) is refused, naming the file and line.
 """
 from __future__ import annotations
 
@@ -16,15 +17,18 @@ from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_sim.isa.errors import ConfigError
+from npu_sim.isa.errors import ConfigError, InputError
 
-from .evaluate import evaluate_task, network_id, point_key
+from ..config_checks import _show
+from .evaluate import METRIC_FIELDS, _network_graph, evaluate_task, network_id, point_key
 from .pareto import aggregate
 from .strategies import make_strategy
 from .sweep import Sweep
 
 RESULTS_FILE = "results.jsonl"
 DONE = ("ok", "infeasible")  # deterministic outcomes; "error" may be transient
+MAX_METRIC = 1e18            # beyond any real figure (ms, uJ, mW, mm², cycles), and sums stay finite
+MAX_JOBS = 512
 
 
 @dataclass
@@ -40,18 +44,60 @@ class SweepResult:
         return self.outdir / RESULTS_FILE
 
 
+def _number_problem(row: dict, name: str, optional: bool) -> str | None:
+    value = row.get(name)
+    if value is None and optional:
+        return None
+    kind = int if name == "cycles" else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or not 0 <= value <= MAX_METRIC:
+        return f"{name}: expected a number from 0 to {MAX_METRIC:g}{' or null' if optional else ''}, got {_show(value)}"
+    return None
+
+
+def row_problem(row) -> str | None:
+    """Why a results.jsonl row cannot be trusted, or None. Error rows are retried, so only their
+    key and status matter; the metrics of ok and infeasible rows go into the tables as they are."""
+    if not isinstance(row, dict):
+        return f"expected a JSON object, got {type(row).__name__}"
+    if not isinstance(row.get("key"), str) or not row["key"]:
+        return f"key: expected a point key, got {_show(row.get('key'))}"
+    if row.get("status") not in ("ok", "infeasible", "error"):
+        return f"status: expected ok, infeasible or error, got {_show(row.get('status'))}"
+    if row["status"] == "error":
+        return None
+    null = type(None)
+    for name, kind, what in (("design", str, "a string"), ("network", str, "a string"),
+                             ("overrides", dict, "a mapping"), ("error", (str, null), "a string or null"),
+                             ("area", (dict, null), "a mapping or null")):
+        if not isinstance(row.get(name), kind):
+            return f"{name}: expected {what}, got {_show(row.get(name))}"
+    for name in METRIC_FIELDS:     # an ok row has them all but the area figures (no area section)
+        optional = row["status"] == "infeasible" or name in ("area_mm2", "throughput_per_mm2")
+        if problem := _number_problem(row, name, optional):
+            return problem
+    return None
+
+
 def read_results(path: Path) -> dict[str, dict]:
-    """key -> last complete row in the file; a torn last line (killed mid-write) is dropped."""
+    """key -> last row in the file (run_sweep cuts a torn last line first). A line that is not a
+    row this module wrote is an InputError naming the file and line: it is never trusted."""
     rows = {}
     if not path.exists():
         return rows
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for n, line in enumerate(path.read_bytes().split(b"\n"), 1):
+        if not line.strip():
+            continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and "key" in row:
-            rows[row["key"]] = row
+        except RecursionError:
+            problem = "not a JSON row (nested too deep)"
+        except ValueError as exc:                        # not JSON, not UTF-8
+            problem = f"not a JSON row ({' '.join(str(exc).split())[:100]})"
+        else:
+            problem = row_problem(row)
+        if problem:
+            raise InputError(f"{path}: line {n}: {problem}; delete the line, or run without --resume")
+        rows[row["key"]] = row
     return rows
 
 
@@ -76,6 +122,7 @@ def _cut_torn_tail(path: Path) -> None:
 @contextlib.contextmanager
 def make_executor(jobs: int | None = None, scheduler: str | None = None):
     """A Dask client's executor when a scheduler address is given, else local worker processes."""
+    check_jobs(jobs)
     if scheduler:
         try:
             from distributed import Client
@@ -103,9 +150,17 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, file=sys.stderr, unit="pt", dynamic_ncols=True, desc="dse")
 
 
+def check_jobs(jobs: int | None) -> None:
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS):
+        raise ConfigError(f"-j {jobs}: expected 1 to {MAX_JOBS} worker processes")
+
+
 def run_sweep(sweep: Sweep, outdir, jobs: int | None = None, scheduler: str | None = None,
               resume: bool = False, progress: bool = True, executor: Executor | None = None) -> SweepResult:
+    check_jobs(jobs)
     net_ids = {net: network_id(net) for net in sweep.networks}  # a bad network fails here, once
+    for net in sweep.networks:  # and one that does not load: "infeasible" is left to the designs
+        _network_graph(net)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     path = outdir / RESULTS_FILE
@@ -119,9 +174,10 @@ def run_sweep(sweep: Sweep, outdir, jobs: int | None = None, scheduler: str | No
     result = SweepResult(sweep, outdir, [], [])
     seen_designs: set[tuple] = set()
     counts = {"ok": 0, "infeasible": 0, "error": 0}
-    bar = _progress(strategy.total * len(sweep.networks), progress)
-    with contextlib.ExitStack() as stack:
-        ex = executor or stack.enter_context(make_executor(jobs, scheduler))
+    points = strategy.total * len(sweep.networks)
+    bar = _progress(points, progress)
+    with contextlib.ExitStack() as stack:      # no more worker processes than points
+        ex = executor or stack.enter_context(make_executor(min(jobs or os.cpu_count() or 1, points), scheduler))
         out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         stack.callback(os.close, out)
         if bar is not None:

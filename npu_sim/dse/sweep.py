@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu_sim.isa.errors import ConfigError
+from npu_sim.isa.errors import ConfigError, NpuSimError
 
 from ..config import HardwareConfig, load_config, read_yaml
 from ..config_checks import _Checker
@@ -45,6 +45,7 @@ STRATEGIES = ("grid", "random", "nsga2")
 MAX_POINTS = 1_000_000          # designs a grid or a budget may ask for: more is a mistake, not a sweep
 MAX_POPULATION = 10_000
 MAX_TIMEOUT_S = 7 * 24 * 3600
+MIN_TIMEOUT_S = 0.01            # below the time a point takes to start: every point would time out
 _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt}
 _CONSTRAINT_RE = re.compile(r"^\s*([a-z_0-9]+)\s*(<=|>=|<|>)\s*([-+0-9.eE]+)\s*$")
 _FREE_MAPPINGS = ("memories", "energy.memories")  # where an override may add a new key
@@ -141,6 +142,12 @@ def _key_exists(data: dict, key: str) -> bool:
 
 def _network(spec, where: str, c: _Checker, root: Path) -> str:
     spec = c.text(spec, where)
+    if spec.startswith("zoo:"):
+        from .evaluate import zoo_spec
+        try:
+            zoo_spec(spec)      # its arguments are checked here, the network built once, later
+        except NpuSimError as exc:
+            raise c.fail(where, str(exc)) from None
     if spec == "default" or spec.startswith("zoo:"):
         return spec
     return str((root / spec).resolve())  # workers may run elsewhere: no relative paths
@@ -255,8 +262,8 @@ def sweep_from_dict(data, source: str = "<dict>", root: Path | None = None) -> S
     timeout = None
     if "timeout_s" in top:
         timeout = c.number(top["timeout_s"], "timeout_s")
-        if timeout > MAX_TIMEOUT_S:
-            raise c.fail("timeout_s", f"expected at most {MAX_TIMEOUT_S:,} s (a week), got {timeout}")
+        if not MIN_TIMEOUT_S <= timeout <= MAX_TIMEOUT_S:
+            raise c.fail("timeout_s", f"expected {MIN_TIMEOUT_S} s to {MAX_TIMEOUT_S:,} s (a week), got {timeout:g}")
     name = c.text(top.get("name", Path(source).stem), "name")
     return Sweep(source, name, base, networks, axes, dict(fixed), objectives, constraints, kind, budget, seed,
                  population, timeout)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import cnn, transformer
+from . import cnn, limits, transformer
 from .core import FLOAT_DTYPES, Spec
 
 NETWORKS = ("mobilenet_v2", "resnet", "transformer", "ds_cnn")
@@ -32,25 +32,24 @@ DEFAULT_MODEL_ARGS = dict(width=1.0, resolution=224, num_classes=1000, seed=0)
 def mobilenet_v2(width=1.0, resolution=224, num_classes=1000, seed=0, n_calib=None,
                  dtype="int8"):
     """MobileNetV2: int8 (or dtype) NHWC [1,res,res,3] -> [1,num_classes]."""
-    return cnn.mobilenet_v2_spec(width, resolution, num_classes, seed, n_calib, dtype).build()
+    return build("mobilenet_v2", **locals())       # through spec(), which checks the arguments
 
 
 def resnet(depth=18, resolution=112, width=64, num_classes=1000, seed=0, n_calib=None):
     """ResNet-10/18/34 (basic blocks) or 50/101 (bottlenecks): int8 NHWC [1,res,res,3] ->
     [1,num_classes]."""
-    return cnn.resnet_spec(depth, resolution, width, num_classes, seed, n_calib).build()
+    return build("resnet", **locals())
 
 
 def transformer_encoder(tokens=16, d_model=64, heads=2, d_ff=128, layers=1, seed=0,
                         n_calib=16, dtype="int8"):
     """Pre-LN transformer encoder: int8 (or dtype) [1,tokens,d_model] -> [1,tokens,d_model]."""
-    return transformer.transformer_encoder_spec(tokens, d_model, heads, d_ff, layers, seed,
-                                                n_calib, dtype).build()
+    return build("transformer", **locals())
 
 
 def ds_cnn(seed=0, channels=64, num_classes=12, rounding="double", n_calib=8):
     """DS-CNN keyword spotter: int8 MFCC [1,49,10,1] -> [1,num_classes]."""
-    return cnn.ds_cnn_spec(seed, channels, num_classes, rounding, n_calib).build()
+    return build("ds_cnn", **locals())
 
 
 _SPECS = {
@@ -64,17 +63,18 @@ _SPECS = {
 
 def spec(name: str, **kwargs) -> Spec:
     """The network definition behind `build` (for float-reference comparisons:
-    `s = spec(...); f = s.calibrate(); s.emit(f); s.float_forward(f, x_int8)`)."""
+    `s = spec(...); f = s.calibrate(); s.emit(f); s.float_forward(f, x_int8)`). Arguments out
+    of their bounds (limits.py) raise ValueError naming the argument."""
+    if name not in _SPECS:
+        raise ValueError(f"unknown network {name!r}; choose from {', '.join(NETWORKS)}")
     dtype = kwargs.get("dtype", "int8")
-    if dtype != "int8" and name in _SPECS and name not in FLOAT_NETWORKS:
+    if dtype != "int8" and name not in FLOAT_NETWORKS:
         raise ValueError(f"{name} has no float graph (dtype {dtype}); float networks: "
                          f"{', '.join(FLOAT_NETWORKS[:2])}")
     if dtype not in ("int8", *FLOAT_DTYPES):
         raise ValueError(f"dtype {dtype!r}: choose int8 or one of {', '.join(FLOAT_DTYPES)}")
-    try:
-        return _SPECS[name](**kwargs)
-    except KeyError:
-        raise ValueError(f"unknown network {name!r}; choose from {NETWORKS}") from None
+    limits.check(name, _SPECS[name], kwargs)
+    return _SPECS[name](**kwargs)
 
 
 def build(name: str, **kwargs) -> tuple[bytes, dict]:
