@@ -4,6 +4,7 @@ import copy
 import gzip
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -237,3 +238,10 @@ def test_cts_file_that_is_not_a_regular_file(tmp_path, capsys):
                       ("/dev/null", "a character device, not a regular file")):
         assert main(["nnapi-cts", str(path)]) == 2
         assert _one_line(capsys) == f"npu-sim: input error: {path}: {why}"
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2", "100000"])
+def test_cts_worker_count_is_bounded(capsys, jobs):
+    sample = Path(__file__).parent / "data" / "nnapi-cts" / "sample.jsonl"
+    assert main(["nnapi-cts", str(sample), "-j", jobs]) == 2
+    assert _one_line(capsys) == f"npu-sim: input error: -j {jobs}: expected 1 to 512 worker processes"
