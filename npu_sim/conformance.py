@@ -22,7 +22,11 @@ Statuses (one per test, in the JSON report and the per-operator summary):
     refused   an expected-failure test was rejected (NpuSimError from load/validate/compile/
               run): the right answer for ERROR_IF tests
     error     an internal error (a bug: any other exception)
-    skipped   the test needs a profile or extension the config does not enable
+    malformed the folder cannot be read as a test (desc.json, or a file it names, missing,
+              unreadable, of the wrong type or inconsistent with the graph): bad input,
+              not npu-sim's verdict (conformance_folder.py)
+    skipped   the test needs a profile or extension the config does not enable, or a
+              multiply-accumulate its MAC array does not declare (mac_array.precision)
 
 Expected outputs, in order of preference: `--expected-dir E` (E/<test name>/<ofm_file>), the
 desc's `expected_result_file` list, `<ofm_file>` or `ref-<ofm_file>` in the test folder, or
@@ -37,17 +41,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from npu_sim.isa.errors import InputError, NpuSimError
+from npu_sim.isa.errors import InputError, NpuSimError, UnsupportedError
 
-STATUSES = ("pass", "compliant", "non-compliant", "fail", "refused", "error", "skipped")
+from .conformance_folder import (MalformedTestError, field, load_desc, load_graph, npy_header,
+                                 read_inputs, read_npy)
+
+STATUSES = ("pass", "compliant", "non-compliant", "fail", "refused", "error", "malformed",
+            "skipped")
+FAILED = ("fail", "error", "non-compliant", "malformed")       # listed as they come
 REF_RUNNER_SUFFIX = ".runner.tosa_refmodel_compliance_sut_run"
 
 
@@ -97,17 +104,8 @@ def find_tests(paths) -> list[Path]:
     return found
 
 
-def load_desc(test_dir: Path) -> dict:
-    """desc.json, or desc_binary.json (tosa_verif_run_tests -b writes it) when the graph in
-    desc.json is in JSON form."""
-    desc = json.loads((test_dir / "desc.json").read_text())
-    if str(desc.get("tosa_file", "")).endswith(".json") and (test_dir / "desc_binary.json").is_file():
-        desc = json.loads((test_dir / "desc_binary.json").read_text())
-    return desc
-
-
 def operator_of(desc: dict, test_dir: Path) -> str:
-    op = desc.get("test_details", {}).get("operator")
+    op = field(desc, "test_details.operator")
     if op:
         return str(op).upper()
     return test_dir.name.split("_")[0].upper()
@@ -151,60 +149,6 @@ def expected_files(test_dir: Path, desc: dict, expected_dir: Path | None) -> lis
     return None
 
 
-def _generate_input(desc: dict, name: str) -> np.ndarray:
-    """An input the folder does not hold, from its data_gen recipe (tosa-tools' data generator
-    library, as Arm's runner does)."""
-    import numpy as np
-    try:
-        from conformance import model_files as cmf
-        from generator.datagenerator import GenerateLibrary
-    except ImportError as exc:  # pragma: no cover - tosa-tools layout change
-        raise InputError(f"input '{name}' is missing and tosa-tools' data generator is not "
-                         f"available ({exc})") from None
-    lib = cmf.find_tosa_file(cmf.TosaFileType.GENERATE_LIBRARY, None)
-    gen = GenerateLibrary(Path(lib))
-    gen.set_config(desc)
-    return gen.get_tensor_data(name)
-
-
-def read_inputs(test_dir: Path, desc: dict, graph) -> dict[str, np.ndarray]:
-    """Input arrays by graph input name, in the storage dtype of the graph's tensors."""
-    import numpy as np
-    from npu_sim.isa.dtypes import STORAGE, accepts, as_storage
-    inputs = {}
-    for name, file in zip(desc.get("ifm_name", []), desc.get("ifm_file", [])):
-        path = test_dir / file
-        if path.is_file():
-            try:
-                value = np.load(path, allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise InputError(f"{path}: cannot read as .npy ({exc})") from None
-        elif path.with_suffix(".json").is_file():            # JSON-form data
-            try:
-                j = json.loads(path.with_suffix(".json").read_text())
-                value = np.asarray(j["data"]).astype(j["type"])
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise InputError(f"{path.with_suffix('.json')}: cannot read ({exc})") from None
-        elif "data_gen" in desc.get("meta", {}):
-            value = _generate_input(desc, name)
-        else:
-            raise InputError(f"{path}: input file missing")
-        tensor = graph.tensors.get(name)
-        if tensor is not None:
-            want = np.dtype(STORAGE[tensor.dtype])
-            if accepts(tensor.dtype, value.dtype):      # bf16 as |V2, fp8 as |V1 or uint8, ...
-                value = as_storage(value, tensor.dtype)
-            elif value.dtype.kind in "iubV" and value.dtype.itemsize == want.itemsize:
-                value = np.ascontiguousarray(value).view(want)   # e.g. uint8 bit patterns for int8
-            elif value.dtype.kind == "V":
-                raise InputError(f"{path}: raw {value.dtype.itemsize}-byte values cannot feed "
-                                 f"'{name}' of type {tensor.dtype}")
-            else:
-                value = value.astype(want)
-        inputs[name] = value
-    return inputs
-
-
 # --------------------------------------------------------------------------------------------
 # running one test
 # --------------------------------------------------------------------------------------------
@@ -224,7 +168,7 @@ def _config(spec: str | None, level: str | None):
 
 
 def _compliance(desc: dict, name: str) -> dict:
-    return desc.get("meta", {}).get("compliance", {}).get("tensors", {}).get(name, {})
+    return field(desc, "meta.compliance.tensors", {}).get(name, {})
 
 
 def _compare(actual: dict, expected: list[Path], desc: dict):
@@ -241,36 +185,37 @@ def _compare(actual: dict, expected: list[Path], desc: dict):
 
     from . import compliance
     problems, how, verdicts = [], "bit-exact", []
-    needs_bounds = bool(desc.get("test_requirements", {}).get("bounds_file_required"))
+    needs_bounds = field(desc, "test_requirements.bounds_file_required", False)
     for name, path in zip(desc.get("ofm_name", []), expected):
-        want = np.load(path, allow_pickle=False)
         got = actual.get(name)
         if got is None:
             problems.append(f"{name}: not produced")
             continue
+        shape, dtype = npy_header(path, f"expected output {path}")     # before any data
         info = _compliance(desc, name)
+        bounds = path.with_name(f"bounds_{path.name}")
         if compliance.judged(info):
-            if got.shape != want.shape:
-                problems.append(f"{name}: shape {list(got.shape)}, expected {list(want.shape)}")
+            if got.shape != shape:
+                problems.append(f"{name}: shape {list(got.shape)}, expected {list(shape)}")
                 continue
-            bounds = path.with_name(f"bounds_{path.name}")
             if needs_bounds and not bounds.is_file():
                 problems.append(f"{name}: the test needs the reference model's bounds, {bounds} "
                                 "is missing")
                 continue
-            good, text = compliance.check(name, desc["meta"]["compliance"], got, want,
-                                          np.load(bounds, allow_pickle=False) if needs_bounds else None)
+            good, text = compliance.check(name, desc["meta"]["compliance"], got,
+                                          read_npy(path, f"expected output {path}"),
+                                          _bounds(bounds, shape) if needs_bounds else None)
             verdicts.append((good, f"{name}: {text}"))
             continue
-        if got.dtype != want.dtype:
-            problems.append(f"{name}: dtype {got.dtype}, expected {want.dtype}")
+        if got.dtype != dtype:
+            problems.append(f"{name}: dtype {got.dtype}, expected {dtype}")
             continue
-        if got.shape != want.shape:
-            problems.append(f"{name}: shape {list(got.shape)}, expected {list(want.shape)}")
+        if got.shape != shape:
+            problems.append(f"{name}: shape {list(got.shape)}, expected {list(shape)}")
             continue
-        bounds = path.with_name(f"bounds_{path.name}")
+        want = read_npy(path, f"expected output {path}")
         if info.get("mode") == "RESCALE_INEXACT" and bounds.is_file():
-            hi = np.load(bounds, allow_pickle=False)
+            hi = _bounds(bounds, shape, dtype)
             lo, g = want, got
             if info.get("rescale_inexact_info", {}).get("unsigned_data"):
                 udt = np.dtype(f"u{want.dtype.itemsize}")
@@ -294,6 +239,16 @@ def _compare(actual: dict, expected: list[Path], desc: dict):
         bad = [m for good, m in verdicts if not good]
         verdict = (not bad, "; ".join(bad or [m for _, m in verdicts]))
     return ("; ".join(problems) or None), how, verdict
+
+
+def _bounds(path: Path, shape: tuple, dtype=None) -> np.ndarray:
+    """A bounds_<file> array, of its expected output's shape (and dtype, when given)."""
+    what = f"bounds {path}"
+    held, held_dtype = npy_header(path, what)
+    if held != shape or dtype not in (None, held_dtype):
+        raise MalformedTestError(f"{what}: holds {held_dtype}{list(held)[:8]}, its expected "
+                                 f"output {dtype or ''}{list(shape)}")
+    return read_npy(path, what)
 
 
 def _save_npy(f, array) -> None:
@@ -324,47 +279,53 @@ def _write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
             os.replace(tmp, out_dir / file)
 
 
-def _tosa_tools_file(kind: str) -> Path:
-    from conformance import model_files as cmf
-    return Path(cmf.find_tosa_file(getattr(cmf.TosaFileType, kind), None))
+class ConfigLacksError(UnsupportedError):
+    """The config, by its own declaration, cannot run the graph."""
 
 
-def json_graph_bytes(path: Path) -> bytes:
-    """A graph in JSON form (the conformance generator's default output), compiled to the
-    binary flatbuffer with the flatc and schema that tosa-tools ships."""
-    from npu_sim.isa.errors import ModelError
-    try:
-        flatc, schema = _tosa_tools_file("FLATC"), _tosa_tools_file("SCHEMA")
-    except ImportError as exc:  # pragma: no cover - tosa-tools layout change
-        raise ModelError(f"{path}: a JSON graph needs tosa-tools' flatc ({exc})") from None
-    with tempfile.TemporaryDirectory(prefix="npu_sim_json_") as tmp:
-        proc = subprocess.run([str(flatc), "-o", tmp, "--binary", str(schema), str(path)],
-                              capture_output=True, text=True)
-        out = Path(tmp) / (path.stem + ".tosa")
-        if proc.returncode or not out.is_file():
-            raise ModelError(f"{path}: flatc cannot convert the JSON graph: "
-                             f"{(proc.stderr or proc.stdout).strip()[:300]}")
-        return out.read_bytes()
+def _array_lacks(graph, config) -> str | None:
+    """Why the config's MAC array cannot run a multiply-accumulate of the graph by what it
+    declares (mac_array.precision: the operand pair, an fp32 accumulator), or None."""
+    from npu_sim.isa.operators import OPERATORS
+    array = config.mac_array
+    for op in graph.operators:
+        if OPERATORS[op.op].engine != "mac":
+            continue
+        act, weight = (graph.tensors[n].dtype for n in op.inputs[:2])
+        pair = f"{act}x{weight}"
+        if pair not in array.precision:
+            return (f"needs {act} x {weight} multiply-accumulates ({op.op}), which config "
+                    f"'{config.name}' does not declare (mac_array.precision: "
+                    f"{', '.join(array.precision)})")
+        acc = op.attrs.get("acc_type") if op.op != "MATMUL" else graph.tensors[op.outputs[0]].dtype
+        if acc == "fp32" and array.float_acc.get(pair, "fp32") != "fp32":
+            return (f"needs {pair} accumulated in fp32 ({op.op}), config '{config.name}' "
+                    f"accumulates it in {array.float_acc[pair]} (mac_array.precision.{pair}.acc)")
+    return None
 
 
 def run_graph(test_dir: Path, desc: dict, config):
     """Load, validate, compile and simulate one test. Returns the api.RunResult.
-    Raises NpuSimError when npu-sim refuses the graph or its inputs."""
-    from npu_sim.compiler.loader import load_bytes
-    from npu_sim.isa.errors import ModelError
+    Raises MalformedTestError when the folder cannot be read as a test, ConfigLacksError
+    when the config's MAC array cannot run the graph, NpuSimError when npu-sim refuses it.
+    Inputs are read once the graph has compiled: they then fit the config's memory."""
+    from npu_sim.compiler.validate import validate
     from . import api
-    path = test_dir / desc["tosa_file"]
-    if path.suffix == ".json" and path.is_file():
-        data = json_graph_bytes(path)
-    else:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ModelError(f"{path}: cannot read ({exc.strerror})") from None
-    graph = load_bytes(data, str(path))
-    inputs = read_inputs(test_dir, desc, graph)
-    program = api.compile_model(graph, config)
-    return api.simulate(program, config, inputs)
+    graph = load_graph(test_dir, desc)
+    compiled = graph.copy()
+    validate(compiled, config.tosa.profiles, config.tosa.extensions, config.tosa.level)
+    try:
+        program = api.compile_model(compiled, config, validated=True)
+    except UnsupportedError:
+        why = _array_lacks(compiled, config)     # (as compiled so far: FFTs became GEMMs)
+        if why:
+            raise ConfigLacksError(why) from None
+        raise
+    for name in desc.get("ofm_name", []):
+        if name not in graph.outputs:
+            raise MalformedTestError(f"'ofm_name' names '{name}', which is no output of the "
+                                     f"graph (outputs: {', '.join(graph.outputs)})")
+    return api.simulate(program, config, read_inputs(test_dir, desc, graph))
 
 
 def run_test(test_dir, config_spec: str | None = None, output_dir=None, expected_dir=None,
@@ -376,7 +337,7 @@ def run_test(test_dir, config_spec: str | None = None, output_dir=None, expected
     try:
         desc = load_desc(test_dir)
         res.operator = operator_of(desc, test_dir)
-        res.expected_failure = bool(desc.get("expected_failure", False))
+        res.expected_failure = desc.get("expected_failure", False)
         config = _config(config_spec, level)
         why = unsupported_requirement(desc, config)
         if why:
@@ -384,6 +345,11 @@ def run_test(test_dir, config_spec: str | None = None, output_dir=None, expected
             return res
         try:
             result = run_graph(test_dir, desc, config)
+        except ConfigLacksError as exc:
+            res.status, res.message = "skipped", str(exc)
+            return res
+        except MalformedTestError:
+            raise
         except NpuSimError as exc:
             if res.expected_failure:
                 res.status, res.message = "refused", exc.one_line()
@@ -413,7 +379,10 @@ def run_test(test_dir, config_spec: str | None = None, output_dir=None, expected
         else:
             res.status, res.message = "pass", how
         return res
-    except Exception as exc:  # a bug in npu-sim (or an unreadable descriptor)
+    except MalformedTestError as exc:
+        res.status, res.message = "malformed", str(exc)
+        return res
+    except Exception as exc:  # a bug in npu-sim
         tb = traceback.extract_tb(exc.__traceback__)
         where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
         res.status, res.message = "error", f"{type(exc).__name__}: {exc}{where}"
@@ -444,7 +413,7 @@ def run_tests(tests, config_spec: str | None = None, output_dir=None, expected_d
                 progress(results[-1], len(results), len(work))
         return results
     from concurrent.futures import ProcessPoolExecutor
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init) as pool:
+    with ProcessPoolExecutor(max_workers=min(jobs, len(work)), initializer=_worker_init) as pool:
         for r in pool.map(_run_one, work, chunksize=max(1, min(16, len(work) // (jobs * 8) or 1))):
             results.append(r)
             if progress:
@@ -468,11 +437,15 @@ def summarize(results) -> dict[str, dict[str, int]]:
 
 def summary_table(results, markdown: bool = False) -> str:
     table = summarize(results)
-    cols = ("passed", "compliant", "non-compliant", "refused", "failed", "errors", "skipped")
+    cols = ("passed", "compliant", "non-compliant", "refused", "failed", "errors", "malformed",
+            "skipped")
     keys = {"passed": "pass", "compliant": "compliant", "non-compliant": "non-compliant",
-            "refused": "refused", "failed": "fail", "errors": "error", "skipped": "skipped"}
+            "refused": "refused", "failed": "fail", "errors": "error", "malformed": "malformed",
+            "skipped": "skipped"}
     if not any(row["compliant"] + row["non-compliant"] for row in table.values()):
         cols = tuple(c for c in cols if "compliant" not in c)    # an integer-only run
+    if not any(row["malformed"] for row in table.values()):
+        cols = tuple(c for c in cols if c != "malformed")
     total = {c: sum(row[keys[c]] for row in table.values()) for c in cols}
     width = max([len(op) for op in table] + [8])
     lines = []
@@ -495,7 +468,7 @@ def ok(results) -> bool:
     skipped ones."""
     for r in results:
         d = r.to_json() if isinstance(r, TestResult) else r
-        if d["status"] in ("fail", "error", "non-compliant"):
+        if d["status"] in FAILED:
             return False
         if d["status"] == "refused" and not d.get("expected_failure", True):
             return False
@@ -507,11 +480,13 @@ def ok(results) -> bool:
 # --------------------------------------------------------------------------------------------
 
 def _run_with_progress(tests, args, jobs: int) -> list:
-    """run_tests() with failures listed as they come and, on a terminal, a counter."""
-    show = sys.stderr.isatty() and not args.quiet
+    """run_tests() with failures listed as they come and, on a terminal, a counter. A single
+    test's malformed folder is left to the command's one error line."""
+    single = len(tests) == 1
+    show = sys.stderr.isatty() and not args.quiet and not single
 
     def progress(r, done, total):
-        if r.status in ("fail", "error", "non-compliant") and not args.quiet:
+        if r.status in FAILED and not args.quiet and not (single and r.status == "malformed"):
             print(f"  {r.status.upper():7} {r.test}: {r.message}", file=sys.stderr)
         if show:
             print(f"\r  {done}/{total}", end="", file=sys.stderr, flush=True)
@@ -524,9 +499,9 @@ def _run_with_progress(tests, args, jobs: int) -> list:
 
 
 def cmd_conformance(args) -> int:
-    jobs = args.jobs or 1
-    if jobs < 1:
-        raise InputError(f"-j {jobs}: expected at least 1 worker process")
+    jobs = args.jobs
+    if not 1 <= jobs <= 512:                # as npu-sim dse: more only spawn idle processes
+        raise InputError(f"-j {jobs}: expected 1 to 512 worker processes")
     tests = find_tests(args.paths)
     if not tests:
         raise InputError(f"no conformance tests (folders with desc.json) under {' '.join(args.paths)}")
@@ -538,6 +513,8 @@ def cmd_conformance(args) -> int:
         report = staged.path(args.json) if args.json else None
         t0 = time.perf_counter()
         results = _run_with_progress(tests, args, jobs)
+        if len(results) == 1 and results[0].status == "malformed":    # bad input, as the path
+            raise MalformedTestError(f"{results[0].test}: {results[0].message}")
         if report is not None:
             report.write_text(json.dumps([r.to_json() for r in results], indent=1) + "\n")
             staged.commit()
@@ -552,7 +529,9 @@ def add_parser(subparsers) -> None:
         "conformance", help="run TOSA conformance test folders (desc.json + test.tosa + .npy)",
         description="Run TOSA conformance tests: each PATH is a test folder or a folder of them "
                     "(searched recursively). Exit status 0 when every valid test passes and every "
-                    "ERROR_IF test is refused, 1 otherwise, 2 on bad arguments.")
+                    "ERROR_IF test is refused, 1 otherwise (a malformed test folder among "
+                    "others included), 2 on bad arguments or when the only test folder is "
+                    "malformed.")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--config", help="preset name or YAML path (default: default, which enables "
                    "every PRO-INT extension)")

@@ -9,8 +9,9 @@ module, then compares the two with Arm's verifier. For every test this module lo
 compiles and simulates the graph with npu-sim (config `default` unless `config=` is given; the
 level follows the runner's --tosa-level) and writes an .npy for every ofm_file into the test
 folder, in exactly the reference model's dtype. A graph npu-sim refuses (an NpuSimError: model,
-validation, unsupported feature, input) is reported as TOSA_ERROR, which is the expected result
-of ERROR_IF tests; any other exception is OTHER_ERROR.
+validation, unsupported feature) is reported as TOSA_ERROR, which is the expected result
+of ERROR_IF tests; a test folder that cannot be read as a test (conformance_folder.py) and any
+other exception are OTHER_ERROR.
 
 Module arguments (`--sut-module-args npu_sim.conformance_sut:KEY=VALUE`): config=NAME|PATH.
 """
@@ -24,6 +25,7 @@ from runner.tosa_test_runner import TosaTestRunner
 from npu_sim.isa.errors import NpuSimError
 
 from .conformance import _config, _write_outputs, run_graph
+from .conformance_folder import MalformedTestError, check_desc
 
 
 _LEVELS = {"EIGHTK": "8K", "8K": "8K", "NONE": "none"}
@@ -45,7 +47,9 @@ class TosaSUTRunner(TosaTestRunner):
     def runTestGraph(self):
         try:
             config = _config(self.config_spec, self.level)
-            result = run_graph(Path(self.testDir), self.testDesc, config)
+            result = run_graph(Path(self.testDir), check_desc(self.testDesc), config)
+        except MalformedTestError as exc:       # no verdict on the graph: the folder is at fault
+            return TosaTestRunner.TosaGraphResult.OTHER_ERROR, f"{self.testDir}: {exc.one_line()}"
         except NpuSimError as exc:
             return TosaTestRunner.TosaGraphResult.TOSA_ERROR, exc.one_line()
         except Exception as exc:

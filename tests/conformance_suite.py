@@ -376,7 +376,7 @@ def main(argv=None) -> int:
     (out / "summary.md").write_text(table)
     print(table)
     for r in rows:
-        if r["status"] in ("fail", "error", "non-compliant"):
+        if r["status"] in ("fail", "error", "non-compliant", "malformed"):
             print(f"{r['status'].upper()} {r['test']}: {r['message']}")
     return 0 if conf.ok(rows) else 1
 
