@@ -13,8 +13,7 @@ the schema the readers use.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
+import importlib.util
 import re
 import struct
 
@@ -114,17 +113,18 @@ _BYTES = {"Bool": 1, "Int8": 1, "Uint8": 1, "Int16": 2, "Uint16": 2, "Int32": 4,
 _MAX_VECTOR = 1 << 31           # elements: a length beyond this is no real model's
 
 
-def _fields(cls) -> list[tuple[int, str, object]]:
-    """(slot, kind, detail) of each field of a generated table class: kind one of "scalar"
-    (detail: its bytes), "string", "table" (detail: class), "scalars" (detail: element
-    bytes), "strings", "tables" (detail: class) or "union" (detail: the field's name; its
-    type is the field before it)."""
+_METHOD = re.compile(r"^    def (\w+)\(self[^)]*\):\n(.*?)(?=^    def |^\S|\Z)", re.M | re.S)
+
+
+def _fields(source: str) -> list[tuple[int, str, object]]:
+    """(slot, kind, detail) of each field of a generated table class, from its module's
+    source: kind one of "scalar" (detail: its bytes), "string", "table" (detail: class),
+    "scalars" (detail: element bytes), "strings", "tables" (detail: class) or "union"
+    (detail: the field's name; its type is the field before it)."""
     out, seen = [], set()
-    for name, method in vars(cls).items():
-        if not callable(method) or name.startswith("_") or name.endswith(
-                ("AsNumpy", "Length", "IsNone")) or name in ("Init",) or name.startswith("GetRoot"):
+    for name, src in _METHOD.findall(source):
+        if name.endswith(("AsNumpy", "Length", "IsNone")) or name.startswith("GetRoot"):
             continue
-        src = inspect.getsource(method)
         slot = _SLOT.search(src)
         if slot is None or int(slot.group(1)) in seen:
             continue
@@ -156,8 +156,9 @@ _LAYOUTS: dict[tuple[str, str], list] = {}
 
 def _layout(package: str, cls_name: str) -> list:
     if (package, cls_name) not in _LAYOUTS:
-        module = importlib.import_module(f"{package}.{cls_name}")
-        _LAYOUTS[package, cls_name] = _fields(getattr(module, cls_name))
+        spec = importlib.util.find_spec(f"{package}.{cls_name}")     # read, not imported
+        with open(spec.origin, encoding="utf-8") as f:
+            _LAYOUTS[package, cls_name] = _fields(f.read())
     return _LAYOUTS[package, cls_name]
 
 
