@@ -17,7 +17,7 @@ import numpy as np
 from npu_sim.isa.dtypes import DTYPES, STORAGE
 from npu_sim.isa.errors import ModelError, UnsupportedError
 
-from .flatbuf import I32, U8, U32, VTABLES, Table, verify
+from .flatbuf import I32, U8, U32, Table, verify
 from .ir import Graph, Operator, Tensor
 
 try:
@@ -34,6 +34,7 @@ def _enum_names(enum_cls) -> dict[int, str]:
 
 
 OP_NAMES = _enum_names(_OpEnum)
+_OP_NAME_SET = frozenset(OP_NAMES.values())
 ATTRIBUTE_NAMES = _enum_names(_AttributeEnum)
 DTYPE_NAMES = _enum_names(_DTypeEnum)
 _ENUM_FIELDS = {
@@ -84,7 +85,7 @@ def _read_attributes(op: Table, op_name: str) -> dict:
         raise ModelError(f"attribute type {code} is not one of the TOSA 1.0 schema's")
     if kind in _VARIABLE_ACCESS:            # IDENTITY on a variable, as tosa-opt writes it
         return {_VARIABLE_ACCESS[kind]: True}
-    if kind != "NONE" and kind != _own_attribute(op_name) and op_name in OP_NAMES.values():
+    if kind != "NONE" and kind != _own_attribute(op_name) and op_name in _OP_NAME_SET:
         raise ModelError(f"carries a {kind}, not {_own_attribute(op_name) or 'no attribute'}")
     at = op.field(8)
     if kind == "NONE" or not at:
@@ -250,8 +251,6 @@ def load_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
         raise UnsupportedError(f"{source}: {exc}") from None
     except Exception as exc:  # flatbuffers raises assorted errors on corrupt input
         raise ModelError(f"{source}: corrupt TOSA flatbuffer ({type(exc).__name__}: {exc})") from None
-    finally:
-        VTABLES.clear()
     if not regions:
         raise ModelError(f"{source}: the flatbuffer has no regions")
     main = regions.pop("main", None)

@@ -74,6 +74,11 @@ def check_desc(desc, name: str = "desc.json") -> dict:
         n, m = len(desc.get(names, [])), len(desc.get(files, []))
         if n != m and (files != "expected_result_file" or m):    # ([] there: none listed)
             raise bad(f"'{names}' has {n} entries, '{files}' {m}")
+    for key in ("tosa_file", "ifm_file", "ofm_file", "expected_result_file"):
+        names = desc.get(key, [])
+        for f in [names] if isinstance(names, str) else names:
+            if "\0" in f:                          # no OS takes it in a path
+                raise bad(f"'{key}' entry {_show(f)} holds a NUL character")
     for f in desc.get("ofm_file", []):
         if f in ("", ".", "..") or os.path.basename(f) != f:    # outputs are written by name
             raise bad(f"'ofm_file' entry {_show(f)} is not a plain file name")

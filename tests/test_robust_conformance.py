@@ -59,6 +59,8 @@ def _malformed(d, config, *why):
     ({"ofm_name": ["nope"]}, "'ofm_name' names 'nope', which is no output of the graph"),
     ({"ifm_file": ["nope.npy"]}, f"ifm_file 'nope.npy' (input '{INPUT}'): "),
     ({"tosa_file": "input-0.npy"}, "tosa_file 'input-0.npy': "),
+    ({"tosa_file": "a\0b"}, "'tosa_file' entry 'a\\x00b' holds a NUL character"),
+    ({"ofm_file": ["a\0b"]}, "'ofm_file' entry 'a\\x00b' holds a NUL character"),
 ])
 def test_malformed_desc_fields_are_named(tmp_path, changes, why):
     assert conf.run_test(_copy(tmp_path)).status == "pass"

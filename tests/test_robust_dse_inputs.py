@@ -77,6 +77,8 @@ def test_zoo_bounds_hold_for_every_caller():
         zoo.transformer_encoder(tokens=10**6)           # the builder functions too
     with pytest.raises(ValueError, match="resolution"):
         zoo.spec("mobilenet_v2", resolution=True)
+    with pytest.raises(ValueError, match="channels: expected an integer"):
+        zoo.build("ds_cnn", channels=10 ** 400)        # beyond any float: no OverflowError
     row = evaluate_point("edge-256", {}, "zoo:transformer?tokens=1000000")
     assert row["status"] == "error" and "tokens: expected an integer" in row["error"]
     for name, args in [("transformer", dict(tokens=128, d_model=768, heads=12, d_ff=3072)),  # BERT-base layer

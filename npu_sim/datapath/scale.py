@@ -330,7 +330,7 @@ class _Tables(namedtuple("_Tables", (
         "mn", "cn", "sn", "mnmax", "cnmax",
         "mmax", "bmax",
         "cmax",             # bound of |bias * m + (2 zp + 1) << (s - 1)|
-        "c0max",            # bound of |(2 zp + 1) << (s - 1)|, +2^30 with dn
+        "c0max",            # bound of |(2 zp + 1) << (s - 1)|, +2^30 where DOUBLE_ROUND adds it
         # DOUBLE_ROUND's 2^30 per channel with a shift above 31, else 0 (None: no such shift),
         # in the one shift's terms (dn = d 2^(sn - s)) and as read; cmax and cnmax count it
         "dn", "d",

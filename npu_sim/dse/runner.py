@@ -139,7 +139,7 @@ def make_executor(jobs: int | None = None, scheduler: str | None = None):
     else:
         # The platform's start method (fork on Linux): workers start fast and scripts need no
         # __main__ guard. Python starts all forked workers at the first submit, before any results.
-        with ProcessPoolExecutor(max_workers=jobs or os.cpu_count()) as ex:
+        with ProcessPoolExecutor(max_workers=jobs or min(os.cpu_count() or 1, MAX_JOBS)) as ex:
             yield ex
 
 
@@ -177,7 +177,8 @@ def run_sweep(sweep: Sweep, outdir, jobs: int | None = None, scheduler: str | No
     points = strategy.total * len(sweep.networks)
     bar = _progress(points, progress)
     with contextlib.ExitStack() as stack:      # no more worker processes than points
-        ex = executor or stack.enter_context(make_executor(min(jobs or os.cpu_count() or 1, points), scheduler))
+        workers = min(jobs or os.cpu_count() or 1, points, MAX_JOBS)
+        ex = executor or stack.enter_context(make_executor(workers, scheduler))
         out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         stack.callback(os.close, out)
         if bar is not None:

@@ -11,7 +11,6 @@ peaks at about 2 GB).
 from __future__ import annotations
 
 import inspect
-import math
 from numbers import Integral, Real
 
 from .cnn import RESNET_BLOCKS, RESNET_BOTTLENECKS, auto_calib, make_divisible
@@ -39,7 +38,7 @@ _HINTS["transformer_encoder"] = _HINTS["transformer"]
 
 def _number(name: str, value, integer: bool, lo, hi):
     if (isinstance(value, bool) or not isinstance(value, Integral if integer else Real)
-            or not (math.isfinite(value) and lo <= value <= hi)):
+            or not lo <= value <= hi):          # false for NaN; exact for any int
         raise ValueError(f"{name}: expected {'an integer' if integer else 'a number'} from {lo:,} to {hi:,}, "
                          f"got {value!r}")
 

@@ -72,7 +72,10 @@ def _snake(name: str) -> str:
 
 
 def _options(op_fb) -> dict:
-    kind = _names(BuiltinOptions).get(op_fb.BuiltinOptionsType(), "NONE")
+    code = op_fb.BuiltinOptionsType()
+    kind = _names(BuiltinOptions).get(code)
+    if kind is None:        # TFLite's verifier lets it pass, but its options cannot be read
+        raise ModelError(f"builtin options type {code} is not in the TFLite schema npu-sim reads")
     table = op_fb.BuiltinOptions()
     if kind == "NONE" or table is None:
         return {}
@@ -110,7 +113,7 @@ def _tensor(t, i: int, buffers, type_names) -> TflTensor:
         _check_quantization(i, name, dtype, scales, zps)
     data = None
     b = t.Buffer()
-    if b >= len(buffers):
+    if b >= max(len(buffers), 1):          # buffer 0, the empty one, may be left out
         raise ModelError(f"tensor {i} '{name}' names buffer {b}; the model has {len(buffers)}")
     if b > 0 and buffers[b] is not None and buffers[b].DataLength():
         if dtype not in _NUMPY:
@@ -185,7 +188,11 @@ def read_model(buf: bytes) -> TflModel:
                 if t >= len(tensors) or t < (0 if t in outs else -1):
                     raise ModelError(f"operator #{i} {codes[idx]} names tensor {t}, which "
                                      "the subgraph lacks")
-            operators.append(TflOperator(i, codes[idx], ins, outs, _options(o)))
+            try:
+                options = _options(o)
+            except ModelError as exc:
+                raise ModelError(f"operator #{i} {codes[idx]}: {exc}") from None
+            operators.append(TflOperator(i, codes[idx], ins, outs, options))
         inputs = [int(x) for x in sg.InputsAsNumpy()] if sg.InputsLength() else []
         outputs = [int(x) for x in sg.OutputsAsNumpy()] if sg.OutputsLength() else []
     except (ModelError, UnsupportedError):
