@@ -267,8 +267,6 @@ def _save_npy(f, array) -> None:
 
 
 def _write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
-    import numpy as np
-
     from npu_sim.isa.dtypes import as_npy
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, file in zip(desc.get("ofm_name", []), desc.get("ofm_file", [])):
