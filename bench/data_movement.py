@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from npu_sim import api
-from npu_sim.zoo.emit import Emitter, _attr
+from npu_sim.zoo.emit import Emitter, attribute
 
 MAP = (1, 56, 56, 64)            # a MobileNet-class feature map, NHWC
 # (operator, input shape, dtype, argument); CONCAT joins two inputs of the shape
@@ -61,13 +61,13 @@ def build(kind: str, shape: tuple, dtype: str, arg) -> bytes:
     elif kind == "PAD":
         out = [s + lo + hi for s, (lo, hi) in zip(shape, arg)]
         pad = e.shape_const([p for pair in arg for p in pair])
-        y = e.op("PAD", [x, pad, e.zero("pad_const", dtype)], out, dtype, _attr("PadAttribute"),
+        y = e.op("PAD", [x, pad, e.zero("pad_const", dtype)], out, dtype, attribute("PadAttribute"),
                  "y")
     elif kind == "TILE":
         out = [s * m for s, m in zip(shape, arg)]
-        y = e.op("TILE", [x, e.shape_const(arg)], out, dtype, _attr("TileAttribute"), "y")
+        y = e.op("TILE", [x, e.shape_const(arg)], out, dtype, attribute("TileAttribute"), "y")
     elif kind == "REVERSE":
-        y = e.op("REVERSE", [x], shape, dtype, _attr("ReverseAttribute", arg), "y")
+        y = e.op("REVERSE", [x], shape, dtype, attribute("ReverseAttribute", arg), "y")
     else:
         y = e.reshape(x, arg, "y")
     e.output(y)

@@ -68,13 +68,13 @@ def compile_model(model: str | os.PathLike | Graph, config: HardwareConfig,
     if use_cache:               # a cached program's model is known by its kept digest
         digest, st = cache.kept_digest(model)
         if digest is None:
-            data = _read_file(model, "a .tosa file", ((4, b"TOSA"), (4, b"TFL3")))
+            data = read_model_file(model, "a .tosa file", ((4, b"TOSA"), (4, b"TFL3")))
             digest = cache.model_digest(data, st)
         k = cache.key(digest, config)
         program = cache.load(k)
     if program is None:
         if data is None:
-            data = _read_file(model, "a .tosa file", ((4, b"TOSA"), (4, b"TFL3")))
+            data = read_model_file(model, "a .tosa file", ((4, b"TOSA"), (4, b"TFL3")))
         program = _compile(load_graph(data, str(model)), config)
         if use_cache:
             cache.store(k, program)
@@ -112,7 +112,7 @@ def save_program(program: Program, path: str | os.PathLike):
 def load_program(path: str | os.PathLike) -> Program:
     """A program from a .npub file: checksums verified, then its whole structure
     (npu_sim/verify.py), so a damaged or foreign program fails here, never mid-run."""
-    program = decode(_read_file(path, "a .npub program", ((0, b"NPUB"),)), str(path))
+    program = decode(read_model_file(path, "a .npub program", ((0, b"NPUB"),)), str(path))
     verify(program, _embedded_config(program, str(path)).dma.channels, str(path))
     return program
 
@@ -120,7 +120,7 @@ def load_program(path: str | os.PathLike) -> Program:
 _HEAD = 64
 
 
-def _read_file(path, expected: str, magics: tuple = ()) -> bytes:
+def read_model_file(path, expected: str, magics: tuple = ()) -> bytes:
     """The file's bytes; of a large file without any of the (offset, bytes) `magics`, only its
     head, which the loader refuses as it would the whole, without reading gigabytes first."""
     why = why_unreadable(path)

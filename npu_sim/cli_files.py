@@ -19,7 +19,7 @@ def check_model_path(path: str) -> None:
         raise ModelError(f"{path}: {why}")
 
 
-def _header(f, where: str):
+def read_npy_header(f, where: str):
     """(shape, dtype) from an .npy header, without reading the data."""
     from numpy.lib import format as npy_format
     try:
@@ -47,7 +47,7 @@ def _expect(shape, dtype, want_shape, want_dtype: str, where: str) -> None:
                          f"expects {storage}{list(want_shape)} (TOSA {want_dtype})")
 
 
-def _open(path: str, where: str):
+def open_input(path: str, where: str):
     why = why_unreadable(path)
     try:
         if why:
@@ -74,8 +74,8 @@ def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
         if name in inputs:
             raise InputError(f"--input {name}: given twice")
         where = f"--input {name}"
-        with _open(path, where) as f:
-            shape, dtype = _header(f, f"{where}: {path}")
+        with open_input(path, where) as f:
+            shape, dtype = read_npy_header(f, f"{where}: {path}")
             _expect(shape, dtype, known[name].shape, known[name].dtype, f"{where}: {path}")
             try:
                 f.seek(0)
@@ -98,7 +98,7 @@ def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
     if not os.path.lexists(path):
         return None
     where = f"--state {path}"
-    f = _open(path, where)
+    f = open_input(path, where)
     try:
         with f, zipfile.ZipFile(f) as z:
             state = {}
@@ -107,7 +107,7 @@ def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
                 if name not in known:
                     raise InputError(f"{where}: holds '{name}', which is no variable of the program")
                 with z.open(member) as m:
-                    shape, dtype = _header(m, f"{where}: {name}")
+                    shape, dtype = read_npy_header(m, f"{where}: {name}")
                 _expect(shape, dtype, known[name].shape, known[name].dtype, f"{where}: {name}")
                 with z.open(member) as m:
                     state[name] = as_storage(npy_format.read_array(m, allow_pickle=False),

@@ -37,7 +37,7 @@ def _library():
     return _LIBRARY
 
 
-def _captured(fn):
+def captured(fn):
     """fn()'s result and what the native library printed meanwhile (its only message)."""
     sys.stdout.flush()
     sys.stderr.flush()
@@ -57,7 +57,7 @@ def _captured(fn):
     return result, text
 
 
-def _message(text: str) -> str:
+def checker_message(text: str) -> str:
     """The checker's lines that say why, without its source locations."""
     lines = [ln.strip() for ln in text.splitlines()
              if ln.strip() and not ln.startswith(("WARNING AT", "ERROR AT", "INFO AT"))]
@@ -74,6 +74,7 @@ def check(name: str, compliance: dict, imp: np.ndarray, ref: np.ndarray,
     config = {"version": compliance.get("version", "1.2"),
               "tensors": {name: compliance["tensors"][name]}}
     lib = _library()
-    ok, text = _captured(lambda: bool(lib.verify_data(name, config, imp, ref, bnd)))
+    ok, text = captured(lambda: bool(lib.verify_data(name, config, imp, ref, bnd)))
     mode = compliance["tensors"][name].get("mode", "?")
-    return ok, _message(text) or (f"within the {mode} bounds" if ok else f"outside the {mode} bounds")
+    return ok, checker_message(text) or (f"within the {mode} bounds" if ok
+                                         else f"outside the {mode} bounds")

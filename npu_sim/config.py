@@ -19,7 +19,7 @@ from npu_sim.isa.errors import ConfigError
 from npu_sim.isa.operators import FLOAT_CLASSES, VECTOR_CLASSES
 from npu_sim.isa.records import record
 
-from .config_checks import MAX_MACS, _IDENT_RE, _Checker, _show
+from .config_checks import MAX_MACS, IDENT_RE, Checker, show_value
 from .digest import hexdigest
 from .yamlread import parse_yaml, read_yaml
 
@@ -271,7 +271,8 @@ class HardwareConfig:
         src = f"{self.source} (overrides)"
         d = self.to_dict()
         if not isinstance(overrides, dict):
-            raise ConfigError(f"{src}: expected a mapping of dotted keys to values, got {_show(overrides)}")
+            raise ConfigError(f"{src}: expected a mapping of dotted keys to values, "
+                              f"got {show_value(overrides)}")
         for key, value in overrides.items():
             parts = key.split(".") if isinstance(key, str) else []
             if not parts or not all(parts):
@@ -311,7 +312,7 @@ _TOP_KEYS = ("name", "description", "clock_mhz", "tosa", "mac_array", "vector_un
              "operating_points", "row_handoff")
 
 
-def _classes(c: _Checker, data: Any, path: str, classes: tuple) -> dict:
+def _classes(c: Checker, data: Any, path: str, classes: tuple) -> dict:
     section = c.section(data, path, classes, FLOAT_CLASSES)
     for key in classes:
         if key not in section:
@@ -319,7 +320,7 @@ def _classes(c: _Checker, data: Any, path: str, classes: tuple) -> dict:
     return section
 
 
-def _tosa(c: _Checker, data: Any) -> TosaTarget:
+def _tosa(c: Checker, data: Any) -> TosaTarget:
     """tosa: `profiles: [PRO-INT, PRO-FP]` (or the single-profile spelling `profile: PRO-INT`)."""
     t = c.section(data, "tosa", ("profiles", "profile", "extensions", "level"),
                   ("profiles", "profile", "extensions", "level"))
@@ -329,7 +330,8 @@ def _tosa(c: _Checker, data: Any) -> TosaTarget:
                 else c.subset(t["profiles"], "tosa.profiles", PROFILES))
     if "PRO-INT" not in profiles:
         # the integer datapath (RESCALE, int8 MACs, index arithmetic) is always part of the machine
-        raise c.fail("tosa.profiles", f"expected PRO-INT among the profiles, got {_show(list(profiles))}")
+        raise c.fail("tosa.profiles", f"expected PRO-INT among the profiles, "
+                                      f"got {show_value(list(profiles))}")
     extensions = c.subset(t.get("extensions", []), "tosa.extensions", EXTENSIONS)
     for i, ext in enumerate(extensions):
         if _EXTENSION_PROFILE.get(ext, "PRO-INT") not in profiles:
@@ -339,7 +341,7 @@ def _tosa(c: _Checker, data: Any) -> TosaTarget:
                       level=c.choice(t.get("level", "8K"), "tosa.level", LEVELS))
 
 
-def _precision(c: _Checker, prec: dict, pairs: tuple) -> tuple[dict, dict]:
+def _precision(c: Checker, prec: dict, pairs: tuple) -> tuple[dict, dict]:
     """mac_array.precision: an integer pair's rate (MACs per PE per cycle), a float pair's
     {rate, acc}, its rate and the type its PEs accumulate in."""
     rates, float_acc = {}, {}
@@ -352,7 +354,7 @@ def _precision(c: _Checker, prec: dict, pairs: tuple) -> tuple[dict, dict]:
         accs = FLOAT_ACC[operand]
         if not isinstance(prec[pair], dict):
             raise c.fail(path, f"expected a mapping {{rate: MACs per PE per cycle, acc: "
-                               f"{' or '.join(accs)}}}, got {_show(prec[pair])}")
+                               f"{' or '.join(accs)}}}, got {show_value(prec[pair])}")
         entry = c.section(prec[pair], path, ("rate", "acc"))
         rates[pair] = c.number(entry["rate"], f"{path}.rate")
         float_acc[pair] = c.choice(entry["acc"], f"{path}.acc", accs)
@@ -360,7 +362,7 @@ def _precision(c: _Checker, prec: dict, pairs: tuple) -> tuple[dict, dict]:
 
 
 def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareConfig:
-    c = _Checker(source, ranged=True)
+    c = Checker(source, ranged=True)
     top = c.section(data, "", _TOP_KEYS, ("description", "area", "schedule", "operating_points",
                                           "row_handoff"))
     num = c.number
@@ -430,8 +432,9 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
     memories: dict[str, MemoryConfig] = {}
     for name, spec in mems.items():
         p = f"memories.{name}"
-        if not isinstance(name, str) or not _IDENT_RE.match(name):
-            raise c.fail(p, f"expected an identifier name like dram or system_sram, got {_show(name)}")
+        if not isinstance(name, str) or not IDENT_RE.match(name):
+            raise c.fail(p, f"expected an identifier name like dram or system_sram, "
+                            f"got {show_value(name)}")
         e = c.section(spec, p, ("size", "bandwidth_gbps", "latency_ns"))
         memories[name] = MemoryConfig(name=name, size=c.size(e["size"], f"{p}.size"),
                                       bandwidth_gbps=num(e["bandwidth_gbps"], f"{p}.bandwidth_gbps"),
@@ -497,8 +500,8 @@ def _build(data: Any, source: str, keep_source: str | None = None) -> HardwareCo
     points = {}
     for name, spec in c.mapping(top.get("operating_points", {}), "operating_points").items():
         p = f"operating_points.{name}"
-        if not isinstance(name, str) or not _IDENT_RE.match(name):
-            raise c.fail(p, f"expected an identifier name like low_power, got {_show(name)}")
+        if not isinstance(name, str) or not IDENT_RE.match(name):
+            raise c.fail(p, f"expected an identifier name like low_power, got {show_value(name)}")
         e = c.section(spec, p, ("clock_mhz", "voltage_scale"))
         points[name] = OperatingPoint(num(e["clock_mhz"], f"{p}.clock_mhz"),
                                       num(e["voltage_scale"], f"{p}.voltage_scale"))
@@ -520,12 +523,12 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {_show(pair)}: expected KEY=VALUE, e.g. mac_array.rows=64")
+            raise ConfigError(f"--set {show_value(pair)}: expected KEY=VALUE, e.g. mac_array.rows=64")
         import yaml
         try:
             value = parse_yaml(text)
         except yaml.YAMLError as e:
-            raise ConfigError(f"--set {key.strip()}: value {_show(text)} is not YAML "
+            raise ConfigError(f"--set {key.strip()}: value {show_value(text)} is not YAML "
                               f"({' '.join(str(e).split())[:80]})") from None
         out[key.strip()] = value
     return out

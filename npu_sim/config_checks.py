@@ -46,14 +46,14 @@ RANGES: dict[str, tuple[float, float]] = {
 MAX_MACS = 1 << 20  # rows x cols
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
 _SIZE_RE = re.compile(r"^\s*(\d+)(?:\.(\d+))?\s*(" + "|".join(_UNITS) + r")\s*$")
-_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # no dots: names appear in dotted override keys
+IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # no dots: names appear in dotted override keys
 
 
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxlong = 3, 4, 4, 40, 40
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
     # reprlib: a value expanded from YAML aliases may be huge; only what is shown is built
     text = _REPR.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -84,7 +84,7 @@ def _range_key(path: str) -> str:
     return ".".join(parts)
 
 
-class _Checker:
+class Checker:
     """Type and range checks that phrase every failure as '<source>: <key path>: <expected>'."""
 
     def __init__(self, source: str, ranged: bool = False):
@@ -96,7 +96,7 @@ class _Checker:
 
     def mapping(self, data: Any, path: str) -> dict:
         if not isinstance(data, dict):
-            raise self.fail(path, f"expected a mapping, got {_show(data)}")
+            raise self.fail(path, f"expected a mapping, got {show_value(data)}")
         return data
 
     def section(self, data: Any, path: str, keys: tuple, optional: tuple = (), missing: str = "") -> dict:
@@ -121,7 +121,8 @@ class _Checker:
         if (not ok or (isinstance(value, float) and not math.isfinite(value))
                 or value < 0 or (value == 0 and not zero_ok)):
             adjective = "non-negative" if zero_ok else "positive"
-            raise self.fail(path, f"expected a {adjective} {'integer' if integer else 'number'}, got {_show(value)}")
+            raise self.fail(path, f"expected a {adjective} {'integer' if integer else 'number'}, "
+                                  f"got {show_value(value)}")
         return self.in_range(value, path)
 
     def in_range(self, value, path: str):
@@ -130,30 +131,32 @@ class _Checker:
         if bounds is not None and not bounds[0] <= value <= bounds[1]:
             lo, hi = (_bound(b, path) for b in bounds)
             side = f"at least {lo}" if value < bounds[0] else f"at most {hi}"
-            raise self.fail(path, f"expected {side} (range {lo} to {hi}), got {_show(value)}")
+            raise self.fail(path, f"expected {side} (range {lo} to {hi}), got {show_value(value)}")
         return value
 
     def flag(self, value: Any, path: str) -> bool:
         if not isinstance(value, bool):
-            raise self.fail(path, f"expected true or false, got {_show(value)}")
+            raise self.fail(path, f"expected true or false, got {show_value(value)}")
         return value
 
     def text(self, value: Any, path: str, allow_empty: bool = False) -> str:
         if not isinstance(value, str) or not (value.strip() or allow_empty):
-            raise self.fail(path, f"expected a{'' if allow_empty else ' non-empty'} string, got {_show(value)}")
+            raise self.fail(path, f"expected a{'' if allow_empty else ' non-empty'} string, "
+                                  f"got {show_value(value)}")
         return value
 
     def choice(self, value: Any, path: str, options: tuple) -> str:
         if not isinstance(value, str) or value not in options:
-            raise self.fail(path, f"expected one of: {', '.join(options)}, got {_show(value)}")
+            raise self.fail(path, f"expected one of: {', '.join(options)}, got {show_value(value)}")
         return value
 
     def subset(self, value: Any, path: str, options: tuple) -> tuple[str, ...]:
         if not isinstance(value, list):
-            raise self.fail(path, f"expected a list drawn from: {', '.join(options)}, got {_show(value)}")
+            raise self.fail(path, f"expected a list drawn from: {', '.join(options)}, "
+                                  f"got {show_value(value)}")
         items = tuple(self.choice(v, f"{path}[{i}]", options) for i, v in enumerate(value))
         if len(set(items)) != len(items):
-            raise self.fail(path, f"expected no duplicates, got {_show(value)}")
+            raise self.fail(path, f"expected no duplicates, got {show_value(value)}")
         return items
 
     def size(self, value: Any, path: str) -> int:
@@ -173,7 +176,7 @@ class _Checker:
         if nbytes is not None and 0 < nbytes < MAX_SIZE:
             return self.in_range(nbytes, path)
         raise self.fail(path, "expected a whole number of bytes in [1, 2**64), as an integer or a string like "
-                              f"'256 KiB' (units: {', '.join(_UNITS)}), got {_show(value)}")
+                              f"'256 KiB' (units: {', '.join(_UNITS)}), got {show_value(value)}")
 
 
 def _join(path: str, key: Any) -> str:

@@ -156,7 +156,7 @@ def expected_files(test_dir: Path, desc: dict, expected_dir: Path | None) -> lis
 _CONFIGS: dict = {}
 
 
-def _config(spec: str | None, level: str | None):
+def conformance_config(spec: str | None, level: str | None):
     from . import api
     key = (spec, level)
     if key not in _CONFIGS:
@@ -266,7 +266,7 @@ def _save_npy(f, array) -> None:
     f.write(np.ascontiguousarray(array).tobytes())
 
 
-def _write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
+def write_outputs(outputs: dict, desc: dict, out_dir: Path) -> None:
     from npu_sim.isa.dtypes import as_npy
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, file in zip(desc.get("ofm_name", []), desc.get("ofm_file", [])):
@@ -336,7 +336,7 @@ def run_test(test_dir, config_spec: str | None = None, output_dir=None, expected
         desc = load_desc(test_dir)
         res.operator = operator_of(desc, test_dir)
         res.expected_failure = desc.get("expected_failure", False)
-        config = _config(config_spec, level)
+        config = conformance_config(config_spec, level)
         why = unsupported_requirement(desc, config)
         if why:
             res.status, res.message = "skipped", why
@@ -363,7 +363,7 @@ def run_test(test_dir, config_spec: str | None = None, output_dir=None, expected
             res.message = f"expected the graph to be refused ({what}), but it ran"
             return res
         if output_dir is not None:
-            _write_outputs(result.outputs, desc, Path(output_dir) / test_dir.name)
+            write_outputs(result.outputs, desc, Path(output_dir) / test_dir.name)
         expected = expected_files(test_dir, desc, expected_dir)
         if expected is None:
             res.status, res.message = "pass", "no expected output"
@@ -402,7 +402,7 @@ def run_tests(tests, config_spec: str | None = None, output_dir=None, expected_d
               jobs: int = 1, level: str | None = None, progress=None) -> list[TestResult]:
     """Run test folders (in `jobs` worker processes); results in the order of `tests`."""
     work = [(str(t), config_spec, output_dir, expected_dir, level) for t in tests]
-    _config(config_spec, level)          # a bad config fails here, once, as a ConfigError
+    conformance_config(config_spec, level)          # a bad config fails here, once, as a ConfigError
     results: list[TestResult] = []
     if jobs <= 1 or len(work) <= 1:
         for w in work:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from npu_sim.isa.errors import InputError, ModelError
 
-from .cli_files import _header, _open
+from .cli_files import open_input, read_npy_header
 from .paths import os_reason, why_unreadable
-from .viewer import _show
+from .viewer import show_json_value
 
 MAX_DESC_BYTES = 16 << 20            # Arm's desc.json files are a few KiB
 
@@ -61,14 +61,14 @@ def check_desc(desc, name: str = "desc.json") -> dict:
         return MalformedTestError(f"{name}: {why}")
 
     if not isinstance(desc, dict):
-        raise bad(f"holds {_show(desc)}, expected a JSON object")
+        raise bad(f"holds {show_json_value(desc)}, expected a JSON object")
     if "tosa_file" not in desc:
         raise bad("'tosa_file' (the graph's file) is missing")
     for path, want in _FIELDS.items():
         parent, _, key = path.rpartition(".")
         holder = field(desc, parent, {}) if parent else desc
         if key in holder and not _fits(holder[key], want):
-            raise bad(f"'{path}' is {_show(holder[key])}, expected {_TYPE_NAMES[want]}")
+            raise bad(f"'{path}' is {show_json_value(holder[key])}, expected {_TYPE_NAMES[want]}")
     for names, files in (("ifm_name", "ifm_file"), ("ofm_name", "ofm_file"),
                          ("ofm_file", "expected_result_file")):
         n, m = len(desc.get(names, [])), len(desc.get(files, []))
@@ -78,18 +78,18 @@ def check_desc(desc, name: str = "desc.json") -> dict:
         names = desc.get(key, [])
         for f in [names] if isinstance(names, str) else names:
             if "\0" in f:                          # no OS takes it in a path
-                raise bad(f"'{key}' entry {_show(f)} holds a NUL character")
+                raise bad(f"'{key}' entry {show_json_value(f)} holds a NUL character")
     for f in desc.get("ofm_file", []):
         if f in ("", ".", "..") or os.path.basename(f) != f:    # outputs are written by name
-            raise bad(f"'ofm_file' entry {_show(f)} is not a plain file name")
+            raise bad(f"'ofm_file' entry {show_json_value(f)} is not a plain file name")
     for path in ("meta.compliance.tensors", "meta.data_gen.tensors"):
         for tensor, entry in field(desc, path, {}).items():
             if not isinstance(entry, dict):
-                raise bad(f"'{path}.{tensor}' is {_show(entry)}, expected an object")
+                raise bad(f"'{path}.{tensor}' is {show_json_value(entry)}, expected an object")
     for tensor, entry in field(desc, "meta.compliance.tensors", {}).items():
         if not isinstance(entry.get("rescale_inexact_info", {}), dict):
             raise bad(f"'meta.compliance.tensors.{tensor}.rescale_inexact_info' is "
-                      f"{_show(entry['rescale_inexact_info'])}, expected an object")
+                      f"{show_json_value(entry['rescale_inexact_info'])}, expected an object")
     return desc
 
 
@@ -114,7 +114,7 @@ def named_file(test_dir: Path, name: str, key: str) -> Path:
     path = test_dir / name
     why = why_unreadable(path)
     if why:
-        raise MalformedTestError(f"{key} {_show(name)}: cannot read {path} ({why})")
+        raise MalformedTestError(f"{key} {show_json_value(name)}: cannot read {path} ({why})")
     return path
 
 
@@ -122,8 +122,8 @@ def npy_header(path: Path, what: str):
     """(shape, dtype) of an .npy file that is a regular file holding all the data its header
     declares; only the header is read. `what` names the file in messages."""
     try:
-        with _open(str(path), what) as f:
-            shape, dtype = _header(f, what)
+        with open_input(str(path), what) as f:
+            shape, dtype = read_npy_header(f, what)
             held = os.fstat(f.fileno()).st_size - f.tell()
     except InputError as exc:
         raise MalformedTestError(str(exc)) from None
@@ -162,7 +162,7 @@ def _generate_input(desc: dict, name: str, shape: tuple) -> np.ndarray:
     held = recipe.get("shape")
     if held != list(shape):
         raise MalformedTestError(f"'meta.data_gen.tensors.{name}.shape' is "
-                                 f"{held[:8] if isinstance(held, list) else _show(held)}, the "
+                                 f"{held[:8] if isinstance(held, list) else show_json_value(held)}, the "
                                  f"graph's input is {list(shape)}")
     try:
         from conformance import model_files as cmf
@@ -171,7 +171,7 @@ def _generate_input(desc: dict, name: str, shape: tuple) -> np.ndarray:
     except ImportError as exc:  # pragma: no cover - tosa-tools layout change
         raise InputError(f"input '{name}' is missing and tosa-tools' data generator is not "
                          f"available ({exc})") from None
-    from .compliance import _captured, _message
+    from .compliance import captured, checker_message
 
     def generate():
         try:
@@ -181,10 +181,10 @@ def _generate_input(desc: dict, name: str, shape: tuple) -> np.ndarray:
         except (GenerateError, SchemaError) as exc:    # the generator's verdicts on the recipe
             return None, exc
 
-    (value, exc), printed = _captured(generate)     # (the native library prints its reasons)
+    (value, exc), printed = captured(generate)     # (the native library prints its reasons)
     if exc is not None:
         where = f" at {exc.json_path}" if isinstance(exc, SchemaError) else ""
-        why = " ".join(filter(None, (str(exc).splitlines()[0][:200], _message(printed)[:200])))
+        why = " ".join(filter(None, (str(exc).splitlines()[0][:200], checker_message(printed)[:200])))
         raise MalformedTestError(f"meta.data_gen cannot generate '{name}'{where}: {why}")
     return value
 
@@ -222,7 +222,7 @@ def read_inputs(test_dir: Path, desc: dict, graph) -> dict[str, np.ndarray]:
     for name, file in zip(names, desc.get("ifm_file", [])):
         tensor = graph.tensors[name]
         shape, want = tuple(tensor.shape), np.dtype(STORAGE[tensor.dtype])
-        what, path = f"ifm_file {_show(file)} (input '{name}')", test_dir / file
+        what, path = f"ifm_file {show_json_value(file)} (input '{name}')", test_dir / file
 
         def check(held, dtype):
             # the type's .npy forms (bf16 as |V2, fp8 as |V1 or uint8, ...) or bit patterns
@@ -274,11 +274,11 @@ def load_graph(test_dir: Path, desc: dict):
     """The test's graph: tosa_file read as `compile` reads a model (a regular file), a JSON
     graph converted by flatc."""
     from npu_sim.compiler.loader import load_bytes
-    from .api import _read_file
+    from .api import read_model_file
     path = named_file(test_dir, desc["tosa_file"], "tosa_file")
     data = json_graph_bytes(path) if path.suffix == ".json" else \
-        _read_file(path, "a .tosa file", ((4, b"TOSA"),))
+        read_model_file(path, "a .tosa file", ((4, b"TOSA"),))
     if data[4:8] != b"TOSA":        # another kind of file: no graph to judge
-        raise MalformedTestError(f"tosa_file {_show(desc['tosa_file'])}: {path} is not a TOSA "
+        raise MalformedTestError(f"tosa_file {show_json_value(desc['tosa_file'])}: {path} is not a TOSA "
                                  "flatbuffer (file identifier 'TOSA' missing)")
     return load_bytes(data, str(path))

@@ -24,7 +24,7 @@ from runner.tosa_test_runner import TosaTestRunner
 
 from npu_sim.isa.errors import NpuSimError
 
-from .conformance import _config, _write_outputs, run_graph
+from .conformance import conformance_config, write_outputs, run_graph
 from .conformance_folder import MalformedTestError, check_desc
 
 
@@ -46,7 +46,7 @@ class TosaSUTRunner(TosaTestRunner):
 
     def runTestGraph(self):
         try:
-            config = _config(self.config_spec, self.level)
+            config = conformance_config(self.config_spec, self.level)
             result = run_graph(Path(self.testDir), check_desc(self.testDesc), config)
         except MalformedTestError as exc:       # no verdict on the graph: the folder is at fault
             return TosaTestRunner.TosaGraphResult.OTHER_ERROR, f"{self.testDir}: {exc.one_line()}"
@@ -55,5 +55,5 @@ class TosaSUTRunner(TosaTestRunner):
         except Exception as exc:
             return (TosaTestRunner.TosaGraphResult.OTHER_ERROR,
                     f"npu-sim internal error: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-        _write_outputs(result.outputs, self.testDesc, Path(self.testDir))
+        write_outputs(result.outputs, self.testDesc, Path(self.testDir))
         return TosaTestRunner.TosaGraphResult.TOSA_VALID, None

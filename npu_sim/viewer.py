@@ -41,7 +41,7 @@ def load_trace(path) -> dict:
     return trace
 
 
-def _show(v) -> str:
+def show_json_value(v) -> str:
     """A bad field's value for the message: short, as the file spells it, never a deep repr."""
     if isinstance(v, (list, dict)):
         return "a list" if isinstance(v, list) else "an object"
@@ -71,7 +71,7 @@ class _Fields:
         self.where, self.obj, self.prefix = where, obj, prefix
 
     def fail(self, key, expected):
-        raise InputError(f"{self.where}: '{self.prefix}{key}' is {_show(self.obj.get(key))}, "
+        raise InputError(f"{self.where}: '{self.prefix}{key}' is {show_json_value(self.obj.get(key))}, "
                          f"expected {expected}")
 
     def sub(self, key) -> "_Fields":
@@ -150,7 +150,7 @@ def compact(trace: dict, source: str = "trace") -> dict:
     """The data the page needs, as arrays: cycles are exact when the trace carries them.
     A malformed field raises InputError naming `source`, the event's index and the field."""
     if trace.get("otherData") is not None and type(trace["otherData"]) is not dict:
-        raise InputError(f"{source}: 'otherData' is {_show(trace['otherData'])}, "
+        raise InputError(f"{source}: 'otherData' is {show_json_value(trace['otherData'])}, "
                          "expected an object")
     other = trace.get("otherData") or {}
     o = _Fields(f"{source}: otherData", other)
@@ -165,7 +165,7 @@ def compact(trace: dict, source: str = "trace") -> dict:
 
     for i, ev in enumerate(trace["traceEvents"]):
         if type(ev) is not dict:
-            raise InputError(f"{source}: event {i} is {_show(ev)}, expected an object")
+            raise InputError(f"{source}: event {i} is {show_json_value(ev)}, expected an object")
         f = _Fields(f"{source}: event {i}", ev)
         ph, a = f.text("ph", None), f.sub("args")
         args = a.obj

@@ -71,7 +71,7 @@ def network_bytes(spec: str) -> bytes:
 
 
 @functools.lru_cache(maxsize=16)
-def _network_graph(spec: str):
+def network_graph(spec: str):
     """The loaded graph of a network, kept per process: each point compiles a copy of it
     (parsing the flatbuffer took a fifth of a small network's point). A .tosa or a .tflite."""
     return api.load_graph(network_bytes(spec), spec)
@@ -89,7 +89,7 @@ def _validate_network(spec: str, tosa) -> None:
     key = (spec, tosa.profiles, tosa.extensions, tosa.level)
     if key not in _VALIDATION:
         try:
-            validate(_network_graph(spec).copy(), tosa.profiles, tosa.extensions, tosa.level)
+            validate(network_graph(spec).copy(), tosa.profiles, tosa.extensions, tosa.level)
             _VALIDATION[key] = None
         except NpuSimError as exc:
             _VALIDATION[key] = exc
@@ -113,7 +113,7 @@ def design_key(base: HardwareConfig, overrides: dict) -> str:
     return point_key(base, "", overrides)
 
 
-def _network_name(spec: str) -> str:
+def network_name(spec: str) -> str:
     return spec if spec == "default" or spec.startswith("zoo:") else Path(spec).name
 
 
@@ -132,7 +132,7 @@ def evaluate_point(base: str | HardwareConfig, overrides: dict, network: str = "
     t0 = time.perf_counter()
     cfg0 = base if isinstance(base, HardwareConfig) else _load_base(base)
     overrides = dict(overrides)
-    row = {"key": None, "design": design_key(cfg0, overrides), "network": _network_name(network),
+    row = {"key": None, "design": design_key(cfg0, overrides), "network": network_name(network),
            "overrides": overrides, "status": "ok", "error": None, **dict.fromkeys(METRIC_FIELDS), "area": None}
     try:
         row["key"] = point_key(cfg0, network_id(network), overrides)
@@ -141,7 +141,7 @@ def evaluate_point(base: str | HardwareConfig, overrides: dict, network: str = "
             row["area"] = area_mm2(cfg)
             row["area_mm2"] = row["area"]["total"]
         _validate_network(network, cfg.tosa)
-        program = api.compile_model(_network_graph(network).copy(), cfg, validated=True)
+        program = api.compile_model(network_graph(network).copy(), cfg, validated=True)
         rep = api.simulate(program, cfg, timing_only=True).report
         row.update(cycles=rep.cycles, latency_ms=rep.seconds * 1e3, energy_uj=rep.energy_uj["total"],
                    power_mw=rep.average_power_mw, mac_utilization=rep.mac_utilization)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from npu_sim.isa.errors import ConfigError, InputError
 
-from ..config_checks import _show
-from .evaluate import METRIC_FIELDS, _network_graph, evaluate_task, network_id, point_key
+from ..config_checks import show_value
+from .evaluate import METRIC_FIELDS, network_graph, evaluate_task, network_id, point_key
 from .pareto import aggregate
 from .strategies import make_strategy
 from .sweep import Sweep
@@ -50,7 +50,8 @@ def _number_problem(row: dict, name: str, optional: bool) -> str | None:
         return None
     kind = int if name == "cycles" else (int, float)
     if isinstance(value, bool) or not isinstance(value, kind) or not 0 <= value <= MAX_METRIC:
-        return f"{name}: expected a number from 0 to {MAX_METRIC:g}{' or null' if optional else ''}, got {_show(value)}"
+        return (f"{name}: expected a number from 0 to {MAX_METRIC:g}"
+                f"{' or null' if optional else ''}, got {show_value(value)}")
     return None
 
 
@@ -60,9 +61,9 @@ def row_problem(row) -> str | None:
     if not isinstance(row, dict):
         return f"expected a JSON object, got {type(row).__name__}"
     if not isinstance(row.get("key"), str) or not row["key"]:
-        return f"key: expected a point key, got {_show(row.get('key'))}"
+        return f"key: expected a point key, got {show_value(row.get('key'))}"
     if row.get("status") not in ("ok", "infeasible", "error"):
-        return f"status: expected ok, infeasible or error, got {_show(row.get('status'))}"
+        return f"status: expected ok, infeasible or error, got {show_value(row.get('status'))}"
     if row["status"] == "error":
         return None
     null = type(None)
@@ -70,7 +71,7 @@ def row_problem(row) -> str | None:
                              ("overrides", dict, "a mapping"), ("error", (str, null), "a string or null"),
                              ("area", (dict, null), "a mapping or null")):
         if not isinstance(row.get(name), kind):
-            return f"{name}: expected {what}, got {_show(row.get(name))}"
+            return f"{name}: expected {what}, got {show_value(row.get(name))}"
     for name in METRIC_FIELDS:     # an ok row has them all but the area figures (no area section)
         optional = row["status"] == "infeasible" or name in ("area_mm2", "throughput_per_mm2")
         if problem := _number_problem(row, name, optional):
@@ -160,7 +161,7 @@ def run_sweep(sweep: Sweep, outdir, jobs: int | None = None, scheduler: str | No
     check_jobs(jobs)
     net_ids = {net: network_id(net) for net in sweep.networks}  # a bad network fails here, once
     for net in sweep.networks:  # and one that does not load: "infeasible" is left to the designs
-        _network_graph(net)
+        network_graph(net)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     path = outdir / RESULTS_FILE
@@ -240,7 +241,7 @@ def _run_batch(sweep, designs, net_ids, done, ex, out, bar, counts, evaluated) -
 
 
 def _placeholder(sweep, design, net, row) -> dict:
-    from .evaluate import METRIC_FIELDS, _network_name, design_key
+    from .evaluate import METRIC_FIELDS, network_name, design_key
     overrides = sweep.overrides(design)
     return {**dict.fromkeys(METRIC_FIELDS), "design": design_key(sweep.base, overrides),
-            "network": _network_name(net), "overrides": overrides, "area": None, **row}
+            "network": network_name(net), "overrides": overrides, "area": None, **row}

@@ -26,7 +26,7 @@ from pathlib import Path
 from npu_sim.isa.errors import ConfigError, NpuSimError
 
 from ..config import HardwareConfig, load_config, read_yaml
-from ..config_checks import _Checker
+from ..config_checks import Checker
 
 # name -> (sense of "better", unit); per network and, over several networks, per design (pareto.aggregate)
 METRICS = {
@@ -140,7 +140,7 @@ def _key_exists(data: dict, key: str) -> bool:
     return True
 
 
-def _network(spec, where: str, c: _Checker, root: Path) -> str:
+def _network(spec, where: str, c: Checker, root: Path) -> str:
     spec = c.text(spec, where)
     if spec.startswith("zoo:"):
         from .evaluate import zoo_spec
@@ -154,7 +154,7 @@ def _network(spec, where: str, c: _Checker, root: Path) -> str:
 
 
 def sweep_from_dict(data, source: str = "<dict>", root: Path | None = None) -> Sweep:
-    c = _Checker(source)
+    c = Checker(source)
     root = root or Path.cwd()
     keys = ("name", "base", "networks", "axes", "fixed", "objectives", "constraints", "strategy", "timeout_s")
     top = c.section(data, "", keys, ("name", "fixed", "objectives", "constraints", "strategy", "timeout_s"))

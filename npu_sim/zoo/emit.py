@@ -25,7 +25,7 @@ FLOATS = ("FP32", "FP16", "BF16")
 ROUND = {"single": ts.RoundingMode.SINGLE_ROUND, "double": ts.RoundingMode.DOUBLE_ROUND}
 
 
-def _attr(kind, *args):
+def attribute(kind, *args):
     a = ts.TosaSerializerAttribute()
     getattr(a, kind)(*args)
     return a
@@ -128,7 +128,7 @@ class Emitter:
         kind = "DEPTHWISE_CONV2D" if depthwise else "CONV2D"
         # floats accumulate in fp32 and write the input's type; int8 accumulates in int32
         acc, out_dt = ("FP32", dt) if dt in FLOATS else ("INT32", "INT32")
-        attr = _attr("DepthwiseConv2dAttribute" if depthwise else "Conv2dAttribute",
+        attr = attribute("DepthwiseConv2dAttribute" if depthwise else "Conv2dAttribute",
                      list(pad), list(stride), [1, 1], False, DT[acc])
         out = self.op(kind, [x, w, bias, izp, wzp], [n, oh, ow, oc], out_dt, attr, base)
         self.terms[out] = kh * kw * (1 if depthwise else c)
@@ -142,7 +142,7 @@ class Emitter:
         bzp = self.const(f"{base}_B_zp", [b_zp], self.dtype[b])
         out_dt = "FP32" if self.is_float(a) else "INT32"     # fp16/bf16 accumulate in fp32
         out = self.op("MATMUL", [a, b, azp, bzp], [n, h, w], out_dt,
-                      _attr("MatMulAttribute"), base)
+                      attribute("MatMulAttribute"), base)
         self.terms[out] = c
         self._macs("MATMUL", n * h * w * c)
         return out
@@ -155,7 +155,7 @@ class Emitter:
         izp = self.const(f"{base}_input_zp", [in_zp], dt)
         ozp = self.const(f"{base}_output_zp", [out_zp], dt)
         acc = ts.DType.FP32 if dt in FLOATS else ts.DType.INT32
-        attr = _attr("AvgPool2dAttribute", list(kernel), list(stride), list(pad), acc)
+        attr = attribute("AvgPool2dAttribute", list(kernel), list(stride), list(pad), acc)
         out = self.op("AVG_POOL2D", [x, izp, ozp], [n, oh, ow, c], dt, attr, base)
         self.terms[out] = kernel[0] * kernel[1]
         return out
@@ -166,7 +166,7 @@ class Emitter:
         assert (iw + pad[2] + pad[3] - kernel[1]) % stride[1] == 0
         oh = (ih + pad[0] + pad[1] - kernel[0]) // stride[0] + 1
         ow = (iw + pad[2] + pad[3] - kernel[1]) // stride[1] + 1
-        attr = _attr("MaxPool2dAttribute", list(kernel), list(stride), list(pad),
+        attr = attribute("MaxPool2dAttribute", list(kernel), list(stride), list(pad),
                      ts.NanPropagationMode.PROPAGATE)
         return self.op("MAX_POOL2D", [x], [n, oh, ow, c], self.dtype[x], attr, base)
 
@@ -181,7 +181,7 @@ class Emitter:
         sh = self.const(f"{base}_shifts", s, "INT8")
         izp = self.const(f"{base}_input_zp", [in_zp], self.dtype[x])
         ozp = self.const(f"{base}_output_zp", [out_zp], out_dtype)
-        attr = _attr("RescaleAttribute", True, ROUND[rounding], per_channel, False, False)
+        attr = attribute("RescaleAttribute", True, ROUND[rounding], per_channel, False, False)
         return self.op("RESCALE", [x, mul, sh, izp, ozp], self.shape[x], out_dtype, attr, base)
 
     def _bcast(self, a, b):
@@ -191,22 +191,22 @@ class Emitter:
         return self.dtype[a] if self.is_float(a) else "INT32"
 
     def add(self, a, b, base):
-        return self.op("ADD", [a, b], self._bcast(a, b), self._out_dt(a), _attr("AddAttribute"),
+        return self.op("ADD", [a, b], self._bcast(a, b), self._out_dt(a), attribute("AddAttribute"),
                        base)
 
     def sub(self, a, b, base):
-        return self.op("SUB", [a, b], self._bcast(a, b), self._out_dt(a), _attr("SubAttribute"),
+        return self.op("SUB", [a, b], self._bcast(a, b), self._out_dt(a), attribute("SubAttribute"),
                        base)
 
     def mul(self, a, b, base, shift=0):
         sh = self.const(f"{base}_shift", [shift], "INT8")
         return self.op("MUL", [a, b, sh], self._bcast(a, b), self._out_dt(a),
-                       _attr("MulAttribute"), base)
+                       attribute("MulAttribute"), base)
 
     def unary(self, opname, x, base):
         """A float elementwise function without attributes (EXP, ERF, RSQRT, RECIPROCAL, ...)."""
         kind = "".join(w.capitalize() for w in opname.split("_")) + "Attribute"
-        return self.op(opname, [x], self.shape[x], self.dtype[x], _attr(kind), base)
+        return self.op(opname, [x], self.shape[x], self.dtype[x], attribute(kind), base)
 
     def clamp(self, x, lo, hi, base):
         dt = DT[self.dtype[x]]
@@ -214,23 +214,23 @@ class Emitter:
         def raw(v):
             b = list(ts.TosaSerializer.convertDataToUint8Vec(dt, [v]))
             return b + [0] * (-len(b) % 8)
-        attr = _attr("ClampAttribute", raw(lo), raw(hi), ts.NanPropagationMode.PROPAGATE)
+        attr = attribute("ClampAttribute", raw(lo), raw(hi), ts.NanPropagationMode.PROPAGATE)
         return self.op("CLAMP", [x], self.shape[x], self.dtype[x], attr, base)
 
     def cast(self, x, dtype, base):
-        return self.op("CAST", [x], self.shape[x], dtype, _attr("CastAttribute"), base)
+        return self.op("CAST", [x], self.shape[x], dtype, attribute("CastAttribute"), base)
 
     def table(self, x, values, base):
         t = self.const(f"{base}_table", values, "INT8")
-        return self.op("TABLE", [x, t], self.shape[x], "INT8", _attr("TableAttribute"), base)
+        return self.op("TABLE", [x, t], self.shape[x], "INT8", attribute("TableAttribute"), base)
 
     def reduce(self, kind, x, axis, base):
         shape = list(self.shape[x])
         shape[axis] = 1
         if kind == "REDUCE_MAX":
-            attr = _attr("ReduceMaxAttribute", axis, ts.NanPropagationMode.PROPAGATE)
+            attr = attribute("ReduceMaxAttribute", axis, ts.NanPropagationMode.PROPAGATE)
         else:
-            attr = _attr("ReduceSumAttribute", axis)
+            attr = attribute("ReduceSumAttribute", axis)
         out = self.op(kind, [x], shape, self.dtype[x], attr, base)
         if kind == "REDUCE_SUM":
             self.terms[out] = self.shape[x][axis]
@@ -240,21 +240,21 @@ class Emitter:
     def reshape(self, x, shape, base):
         assert np.prod(shape) == np.prod(self.shape[x]), (shape, self.shape[x])
         return self.op("RESHAPE", [x, self.shape_const(shape)], shape, self.dtype[x],
-                       _attr("ReshapeAttribute"), base)
+                       attribute("ReshapeAttribute"), base)
 
     def transpose(self, x, perms, base):
         shape = [self.shape[x][p] for p in perms]
         return self.op("TRANSPOSE", [x], shape, self.dtype[x],
-                       _attr("TransposeAttribute", list(perms)), base)
+                       attribute("TransposeAttribute", list(perms)), base)
 
     def slice(self, x, start, size, base):
         return self.op("SLICE", [x, self.shape_const(start), self.shape_const(size)], size,
-                       self.dtype[x], _attr("SliceAttribute"), base)
+                       self.dtype[x], attribute("SliceAttribute"), base)
 
     def concat(self, xs, axis, base):
         shape = list(self.shape[xs[0]])
         shape[axis] = sum(self.shape[x][axis] for x in xs)
-        return self.op("CONCAT", xs, shape, self.dtype[xs[0]], _attr("ConcatAttribute", axis), base)
+        return self.op("CONCAT", xs, shape, self.dtype[xs[0]], attribute("ConcatAttribute", axis), base)
 
     # ---- result ----------------------------------------------------------------
     def serialize(self) -> bytes:

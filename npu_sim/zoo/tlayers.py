@@ -22,7 +22,7 @@ LN_EPS = 1e-5
 QK_GAIN = 2.0
 
 
-def _reshape(b, x: QT, shape, base) -> QT:
+def reshaped(b, x: QT, shape, base) -> QT:
     if list(b.e.shape[x.name]) == list(shape):
         return x
     return QT(b.e.reshape(x.name, shape, base), x.q)
@@ -59,7 +59,7 @@ def linear(b, x, dout, name, row_gain=None):
     e, p, qo = b.e, b.params[key], b.qp(key)
     din = e.shape[x.name][-1]
     tokens = int(np.prod(e.shape[x.name])) // din
-    x = _reshape(b, x, [tokens, 1, 1, din], f"{key}_in")
+    x = reshaped(b, x, [tokens, 1, 1, din], f"{key}_in")
     wq, sw = quantize_weights(p["w"], axis=0)
     acc_scale = x.q.scale * sw
     w = e.const(f"{key}_weight_ohwi", wq.reshape(dout, 1, 1, din), "INT8")
@@ -197,4 +197,4 @@ def attention(b, x, heads, name="attn"):
     per_head = [e.slice(ctx, [h, 0, 0], [1, t, dh], f"{key}_head{h}") for h in range(heads)]
     merged = QT(e.concat(per_head, 2, f"{key}_merge"), qc)  # [1, T, d]
     out = linear(b, merged, d, f"{key}_proj")
-    return b.record(key, _reshape(b, out, [1, t, d], f"{key}_out"))
+    return b.record(key, reshaped(b, out, [1, t, d], f"{key}_out"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .core import Spec
 from .layers import add
 from .quant import gelu
-from .tlayers import _reshape, attention, layernorm, linear, table_act
+from .tlayers import reshaped, attention, layernorm, linear, table_act
 
 
 def _mlp(b, x, d_ff, name):
@@ -15,7 +15,7 @@ def _mlp(b, x, d_ff, name):
     if b.is_float:
         return y
     t, d = b.e.shape[x.name][1], b.e.shape[y.name][-1]
-    return _reshape(b, y, [1, t, d], f"{name}_out")
+    return reshaped(b, y, [1, t, d], f"{name}_out")
 
 
 def _encoder_net(b, x, heads, d_ff, layers):

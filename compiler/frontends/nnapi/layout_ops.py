@@ -5,7 +5,7 @@ import numpy as np
 
 from .model import OperandLifeTime
 from .model import OperandType as T
-from .ops import ANY, FLOAT_TENSORS, Q8, Q8_INT, Q8F, _io, _layout, _nhwc, _requantized
+from .ops import ANY, FLOAT_TENSORS, Q8, Q8_INT, Q8F, io_tensors, layout, nhwc, requantized
 from .translate import Translator
 
 
@@ -28,7 +28,7 @@ def concatenation(t: Translator):
         dims[axis] += d[axis]
     t.out_shape(dims)
     kind = t.types(ANY, *range(n), "o0")
-    ins = [_requantized(t, k, t.op.outputs[0]) if kind in Q8 else k for k in t.op.inputs[:n]]
+    ins = [requantized(t, k, t.op.outputs[0]) if kind in Q8 else k for k in t.op.inputs[:n]]
     t.emit("CONCATENATION", ins, t.op.outputs, axis=axis)
 
 
@@ -193,8 +193,8 @@ def _block(builtin: str, inverse: bool):
         t.counts((2, 3))
         t.rank(0, (4,))
         s = t.scalar(1, T.INT32)
-        nchw = _layout(t, 2)
-        n, h, w, c = _nhwc(t.operand(0).dimensions, nchw)
+        nchw = layout(t, 2)
+        n, h, w, c = nhwc(t.operand(0).dimensions, nchw)
         t.need(s >= 1, "block size must be at least 1")
         if inverse:
             t.need(c % (s * s) == 0, f"depth {c} is not a multiple of block size squared")
@@ -204,7 +204,7 @@ def _block(builtin: str, inverse: bool):
             out = (n, h // s, w // s, c * s * s)
         t.out_shape((out[0], out[3], out[1], out[2]) if nchw else out)
         _same_types(t)
-        x, y, done = _io(t, nchw)
+        x, y, done = io_tensors(t, nchw)
         t.emit(builtin, [x], [y], block_size=s)
         done()
     return lower
@@ -243,11 +243,11 @@ def _resize(builtin: str):
     def lower(t: Translator):
         t.counts((3, 4, 5, 6))
         t.rank(0, (4,))
-        nchw = _layout(t, 3)
+        nchw = layout(t, 3)
         align = False if t.is_omitted(4) else bool(t.scalar(4, T.BOOL))
         half = False if t.is_omitted(5) else bool(t.scalar(5, T.BOOL))
         t.need(not (align and half), "align_corners and half_pixel_centers are exclusive")
-        n, h, w, c = _nhwc(t.operand(0).dimensions, nchw)
+        n, h, w, c = nhwc(t.operand(0).dimensions, nchw)
         kind = t.operand(1).type
         if kind == T.INT32:
             ow, oh = t.scalar(1, T.INT32), t.scalar(2, T.INT32)
@@ -257,7 +257,7 @@ def _resize(builtin: str):
         t.need(oh > 0 and ow > 0, "the output size must be positive")
         t.out_shape((n, c, oh, ow) if nchw else (n, oh, ow, c))
         _same_types(t) if builtin == "RESIZE_BILINEAR" else t.types(Q8_INT | FLOAT_TENSORS, 0, "o0")
-        x, y, done = _io(t, nchw)
+        x, y, done = io_tensors(t, nchw)
         t.emit(builtin, [x], [y], align_corners=align, half_pixel_centers=half)
         done()
     return lower
@@ -351,15 +351,15 @@ def space_to_batch_nd(t: Translator):
     bh, bw = _block_shape(t)
     pads = t.tensor_const(2).astype(int)
     t.need(pads.shape == (2, 2) and bool((pads >= 0).all()), "paddings must be [2, 2], >= 0")
-    nchw = _layout(t, 3)
-    n, h, w, c = _nhwc(t.operand(0).dimensions, nchw)
+    nchw = layout(t, 3)
+    n, h, w, c = nhwc(t.operand(0).dimensions, nchw)
     ph, pw = h + int(pads[0].sum()), w + int(pads[1].sum())
     t.need(ph % bh == 0 and pw % bw == 0, "the padded height and width must be multiples of "
            "the block shape")
     out = (n * bh * bw, ph // bh, pw // bw, c)
     t.out_shape((out[0], c, out[1], out[2]) if nchw else out)
     _same_types(t)
-    x, y, done = _io(t, nchw)
+    x, y, done = io_tensors(t, nchw)
     _chain(t, x, [("PAD", (n, ph, pw, c), [[0, 0], list(pads[0]), list(pads[1]), [0, 0]]),
                   ("RESHAPE", (n, ph // bh, bh, pw // bw, bw, c), None),
                   ("TRANSPOSE", (bh, bw, n, ph // bh, pw // bw, c), [2, 4, 0, 1, 3, 5]),
@@ -371,14 +371,14 @@ def batch_to_space_nd(t: Translator):
     t.counts((2, 3))
     t.rank(0, (4,))
     bh, bw = _block_shape(t)
-    nchw = _layout(t, 2)
-    nb, h, w, c = _nhwc(t.operand(0).dimensions, nchw)
+    nchw = layout(t, 2)
+    nb, h, w, c = nhwc(t.operand(0).dimensions, nchw)
     t.need(nb % (bh * bw) == 0, f"batch {nb} is not a multiple of the block size {bh * bw}")
     n = nb // (bh * bw)
     out = (n, h * bh, w * bw, c)
     t.out_shape((n, c, h * bh, w * bw) if nchw else out)
     _same_types(t)
-    x, y, done = _io(t, nchw)
+    x, y, done = io_tensors(t, nchw)
     _chain(t, x, [("RESHAPE", (bh, bw, n, h, w, c), None),
                   ("TRANSPOSE", (n, h, bh, w, bw, c), [2, 3, 0, 4, 1, 5]),
                   ("RESHAPE", out, None)], y)

@@ -12,7 +12,7 @@ import numpy as np
 from ..tflite.context import Lowering
 from ..tflite.elementwise import operand_at_rank as _operand
 from .model import OperandType as T
-from .ops import FLOAT_TENSORS, Q8, _broadcast
+from .ops import FLOAT_TENSORS, Q8, broadcast
 from .translate import Translator
 
 COMPARE = {"EQUAL": ("EQUAL", False, False), "NOT_EQUAL": ("EQUAL", False, True),
@@ -32,7 +32,7 @@ def comparison(name: str):
     def lower(t: Translator):
         t.counts((2,))
         a, b = t.operand(0), t.operand(1)
-        t.out_shape(_broadcast(t, a, b))
+        t.out_shape(broadcast(t, a, b))
         t.need(t.output().type == T.TENSOR_BOOL8, "the output must be TENSOR_BOOL8")
         t.types(Q8 | FLOAT_TENSORS | {T.TENSOR_INT32, T.TENSOR_BOOL8}, 0, 1)
         opts = {"compare": name}
@@ -83,7 +83,7 @@ def logical(name: str):
             t.out_shape(t.operand(0).dimensions)
             t.types({T.TENSOR_BOOL8}, 0, "o0")
         else:
-            t.out_shape(_broadcast(t, t.operand(0), t.operand(1)))
+            t.out_shape(broadcast(t, t.operand(0), t.operand(1)))
             t.types({T.TENSOR_BOOL8}, 0, 1, "o0")
         t.emit("NNAPI_LOGICAL", t.op.inputs, t.op.outputs, logical=name)
     return lower
@@ -124,14 +124,14 @@ def _reduce_bool(L: Lowering):
 
 def select(t: Translator):
     """SELECT(cond, a, b); quantized a and b are requantized to the output's quantization."""
-    from .ops import _requantized
+    from .ops import requantized
     t.counts((3,))
     c, a, b = t.operand(0), t.operand(1), t.operand(2)
     t.need(c.type == T.TENSOR_BOOL8, "the condition must be TENSOR_BOOL8")
     t.need(c.dimensions == a.dimensions == b.dimensions, "the three inputs must have one shape")
     t.out_shape(a.dimensions)
     kind = t.types(Q8 | FLOAT_TENSORS | {T.TENSOR_INT32}, 1, 2, "o0")
-    ins = [t.op.inputs[0]] + [_requantized(t, k, t.op.outputs[0]) if kind in Q8 else k
+    ins = [t.op.inputs[0]] + [requantized(t, k, t.op.outputs[0]) if kind in Q8 else k
                               for k in t.op.inputs[1:3]]
     t.emit("NNAPI_SELECT", ins, t.op.outputs)
 

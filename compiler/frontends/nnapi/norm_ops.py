@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .model import OperandType as T
-from .ops import FLOAT_TENSORS, Q8F, _fixed_quant, _layout
+from .ops import FLOAT_TENSORS, Q8F, fixed_quant, layout
 from .translate import Translator
 
 NUMPY_FLOAT = {"FLOAT32": np.float32, "FLOAT16": np.float16}
@@ -22,7 +22,7 @@ def softmax(t: Translator):
     rank = len(x.dimensions)
     axis = _axis_input(t, 2, rank) if t.n_inputs() > 2 else rank - 1
     t.types(Q8F, 0, "o0")
-    _fixed_quant(t, 1 / 256, 0)
+    fixed_quant(t, 1 / 256, 0)
     _on_axis(t, "SOFTMAX", axis, beta=float(beta))
 
 
@@ -96,7 +96,7 @@ def instance_normalization(t: Translator):
     t.types(FLOAT_TENSORS, 0, "o0")
     gamma, beta, eps = (float(t.scalar(i, T.FLOAT32, T.FLOAT16)) for i in (1, 2, 3))
     t.need(eps > 0, f"epsilon {eps:g} must be positive")
-    spatial = (2, 3) if _layout(t, 4) else (1, 2)
+    spatial = (2, 3) if layout(t, 4) else (1, 2)
     x_k, y_k = t.op.inputs[0], t.op.outputs[0]
     dims = list(x.dimensions)
     pooled = [1 if i in spatial else d for i, d in enumerate(dims)]

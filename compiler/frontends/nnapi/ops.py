@@ -24,11 +24,11 @@ def _act(t: Translator, i: int) -> int:
     return code
 
 
-def _layout(t: Translator, i: int) -> bool:
+def layout(t: Translator, i: int) -> bool:
     return False if t.is_omitted(i) else bool(t.scalar(i, T.BOOL))
 
 
-def _io(t: Translator, nchw: bool):
+def io_tensors(t: Translator, nchw: bool):
     """(input tensor, output tensor) of an NHWC kernel, transposed around it when NCHW."""
     x, y = t.op.inputs[0], t.op.outputs[0]
     if not nchw:
@@ -37,7 +37,7 @@ def _io(t: Translator, nchw: bool):
     return xi, yi, lambda: t.nhwc_back(yi, y)
 
 
-def _nhwc(dims, nchw):
+def nhwc(dims, nchw):
     return (dims[0], dims[2], dims[3], dims[1]) if nchw else tuple(dims)
 
 
@@ -94,13 +94,13 @@ def pool(builtin: str, types=Q8F):
         implicit = _is_implicit(t, 7, 7)
         opts, i = _spatial(t, 1, not implicit, True)
         opts["fused_activation_function"] = _act(t, i)
-        nchw = _layout(t, i + 1)
+        nchw = layout(t, i + 1)
         t.rank(0, (4,))
-        n, ih, iw, c = _nhwc(t.operand(0).dimensions, nchw)
+        n, ih, iw, c = nhwc(t.operand(0).dimensions, nchw)
         oh, ow = _out_hw(t, opts, ih, iw, opts["filter_height"], opts["filter_width"])
         t.out_shape((n, c, oh, ow) if nchw else (n, oh, ow, c))
         t.types(types, 0, "o0")
-        x, y, done = _io(t, nchw)
+        x, y, done = io_tensors(t, nchw)
         t.emit(builtin, [x], [y], **opts)
         done()
     return lower
@@ -130,13 +130,13 @@ def conv_2d(t: Translator):
     implicit = _is_implicit(t, 7, 7)
     opts, i = _spatial(t, 3, not implicit, False)
     opts["fused_activation_function"] = _act(t, i)
-    nchw = _layout(t, i + 1)
+    nchw = layout(t, i + 1)
     dw, dh = (1, 1) if t.is_omitted(i + 2) else (t.scalar(i + 2, T.INT32), t.scalar(i + 3, T.INT32))
     t.need(dw > 0 and dh > 0, "dilation factors must be positive")
     x, w, b = t.operand(0), t.operand(1), t.operand(2)
     t.rank(0, (4,))
     t.rank(1, (4,), "filter")
-    n, ih, iw, c = _nhwc(x.dimensions, nchw)
+    n, ih, iw, c = nhwc(x.dimensions, nchw)
     oc, kh, kw, fc = w.dimensions
     t.need(fc == c, f"filter depth {fc} must equal input depth {c}")
     t.need(b.dimensions == (oc,), f"bias dimensions {list(b.dimensions)} must be [{oc}]")
@@ -145,7 +145,7 @@ def conv_2d(t: Translator):
     _filter_types(t, x, w)
     _bias_rule(t, x, w, b)
     t.types(Q8F, 0, "o0")
-    xi, yi, done = _io(t, nchw)
+    xi, yi, done = io_tensors(t, nchw)
     t.emit("CONV_2D", [xi, t.op.inputs[1], t.op.inputs[2]], [yi], dilation_w_factor=dw,
            dilation_h_factor=dh, **opts)
     done()
@@ -157,13 +157,13 @@ def depthwise_conv_2d(t: Translator):
     opts, i = _spatial(t, 3, not implicit, False)
     mult = t.scalar(i, T.INT32)
     opts["fused_activation_function"] = _act(t, i + 1)
-    nchw = _layout(t, i + 2)
+    nchw = layout(t, i + 2)
     dw, dh = (1, 1) if t.is_omitted(i + 3) else (t.scalar(i + 3, T.INT32), t.scalar(i + 4, T.INT32))
     t.need(dw > 0 and dh > 0, "dilation factors must be positive")
     x, w, b = t.operand(0), t.operand(1), t.operand(2)
     t.rank(0, (4,))
     t.rank(1, (4,), "filter")
-    n, ih, iw, c = _nhwc(x.dimensions, nchw)
+    n, ih, iw, c = nhwc(x.dimensions, nchw)
     one, kh, kw, oc = w.dimensions
     t.need(one == 1, f"filter dimension 0 is {one}; it must be 1")
     t.need(mult > 0 and oc == c * mult, f"filter depth {oc} must be input depth {c} x "
@@ -174,7 +174,7 @@ def depthwise_conv_2d(t: Translator):
     _filter_types(t, x, w)
     _bias_rule(t, x, w, b)
     t.types(Q8F, 0, "o0")
-    xi, yi, done = _io(t, nchw)
+    xi, yi, done = io_tensors(t, nchw)
     t.emit("DEPTHWISE_CONV_2D", [xi, t.op.inputs[1], t.op.inputs[2]], [yi], dilation_w_factor=dw,
            dilation_h_factor=dh, depth_multiplier=mult, **opts)
     done()
@@ -188,11 +188,11 @@ def grouped_conv_2d(t: Translator):
     opts, i = _spatial(t, 3, not implicit, False)
     groups = t.scalar(i, T.INT32)
     opts["fused_activation_function"] = _act(t, i + 1)
-    nchw = _layout(t, i + 2)
+    nchw = layout(t, i + 2)
     x, w, b = t.operand(0), t.operand(1), t.operand(2)
     t.rank(0, (4,))
     t.rank(1, (4,), "filter")
-    n, ih, iw, c = _nhwc(x.dimensions, nchw)
+    n, ih, iw, c = nhwc(x.dimensions, nchw)
     oc, kh, kw, fc = w.dimensions
     t.need(groups > 0 and c % groups == 0 and oc % groups == 0, f"{groups} groups must divide "
            f"the input depth {c} and the output depth {oc}")
@@ -203,7 +203,7 @@ def grouped_conv_2d(t: Translator):
     _filter_types(t, x, w)
     _bias_rule(t, x, w, b)
     t.types(Q8F, 0, "o0")
-    xi, yi, done = _io(t, nchw)
+    xi, yi, done = io_tensors(t, nchw)
     step = oc // groups
     pieces = [t.synth((n, ih, iw, fc), t.tensors[xi].dtype, like=xi) for _ in range(groups)]
     t.emit("SPLIT", [t.const([3]), xi], pieces, num_splits=groups)
@@ -226,12 +226,12 @@ def transpose_conv_2d(t: Translator):
     if explicit:
         l, r, top, bot = (t.scalar(3 + k, T.INT32) for k in range(4))
         sw, sh = t.scalar(7, T.INT32), t.scalar(8, T.INT32)
-        act, nchw = _act(t, 9), _layout(t, 10)
+        act, nchw = _act(t, 9), layout(t, 10)
     else:
         sw, sh = t.scalar(5, T.INT32), t.scalar(6, T.INT32)
-        act, nchw = _act(t, 7), _layout(t, 8)
+        act, nchw = _act(t, 7), layout(t, 8)
     t.need(sw > 0 and sh > 0, "strides must be positive")
-    n, ih, iw, c = _nhwc(x.dimensions, nchw)
+    n, ih, iw, c = nhwc(x.dimensions, nchw)
     oc, kh, kw, fc = w.dimensions
     t.need(fc == c, f"filter depth {fc} must equal input depth {c}")
     t.need(b.dimensions == (oc,), f"bias dimensions {list(b.dimensions)} must be [{oc}]")
@@ -244,13 +244,13 @@ def transpose_conv_2d(t: Translator):
         t.need(len(shape) == 4, "the output shape tensor must hold 4 values")
         code = t.scalar(4, T.INT32)
         t.need(code in _IMPLICIT, f"implicit padding code {code} is not 1 or 2")
-        oh, ow = _nhwc(shape, nchw)[1:3]
+        oh, ow = nhwc(shape, nchw)[1:3]
         opts = {"padding": _IMPLICIT[code]}
     t.out_shape((n, oc, oh, ow) if nchw else (n, oh, ow, oc))
     _filter_types(t, x, w)
     _bias_rule(t, x, w, b)
     t.types(Q8F, 0, "o0")
-    xi, yi, done = _io(t, nchw)
+    xi, yi, done = io_tensors(t, nchw)
     t.emit("TRANSPOSE_CONV", [t.const([n, oh, ow, oc]), t.op.inputs[1], xi, t.op.inputs[2]], [yi],
            stride_w=sw, stride_h=sh, fused_activation_function=act, **opts)
     done()
@@ -272,7 +272,7 @@ def fully_connected(t: Translator):
     t.emit("FULLY_CONNECTED", t.op.inputs[:3], t.op.outputs, fused_activation_function=act)
 
 
-def _broadcast(t: Translator, a, b):
+def broadcast(t: Translator, a, b):
     try:
         return tuple(np.broadcast_shapes(tuple(a.dimensions), tuple(b.dimensions)))
     except ValueError:
@@ -283,17 +283,17 @@ def binary(builtin: str, fused: bool = True, requant: bool = False, types=None):
     def lower(t: Translator):
         t.counts((3,) if fused else (2,))
         a, b = t.operand(0), t.operand(1)
-        t.out_shape(_broadcast(t, a, b))
+        t.out_shape(broadcast(t, a, b))
         opts = {"fused_activation_function": _act(t, 2)} if fused else {}
         kind = t.types(types or (Q8F if fused else Q8_INT | FLOAT_TENSORS), 0, 1, "o0")
         ins = list(t.op.inputs[:2])
         if requant and kind in Q8:      # MAXIMUM/MINIMUM requantize each input to the output's
-            ins = [_requantized(t, k, t.op.outputs[0]) for k in ins]
+            ins = [requantized(t, k, t.op.outputs[0]) for k in ins]
         t.emit(builtin, ins, t.op.outputs, **opts)
     return lower
 
 
-def _requantized(t: Translator, k: int, like: int) -> int:
+def requantized(t: Translator, k: int, like: int) -> int:
     src, dst = t.tensors[k], t.tensors[like]
     if src.scales[:1] == dst.scales[:1] and src.zero_point == dst.zero_point:
         return k
@@ -311,7 +311,7 @@ def unary(builtin: str, types=Q8F):
     return lower
 
 
-def _fixed_quant(t: Translator, scale: float, zp_u8: int):
+def fixed_quant(t: Translator, scale: float, zp_u8: int):
     o = t.output()
     if o.type not in Q8:
         return
@@ -322,12 +322,12 @@ def _fixed_quant(t: Translator, scale: float, zp_u8: int):
 
 def logistic(t: Translator):
     unary("LOGISTIC")(t)
-    _fixed_quant(t, 1 / 256, 0)
+    fixed_quant(t, 1 / 256, 0)
 
 
 def tanh(t: Translator):
     unary("TANH")(t)
-    _fixed_quant(t, 1 / 128, 128)
+    fixed_quant(t, 1 / 128, 128)
 
 
 def dequantize(t: Translator):

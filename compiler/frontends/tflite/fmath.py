@@ -9,8 +9,6 @@
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .context import Lowering
 from .elementwise import operand_at_rank
 from .floats import finish, fmul, konst, pool, zero
