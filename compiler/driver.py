@@ -317,12 +317,13 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
                         lowering.preload(name, part)
             if emits[index]:
                 emitter.layer = layer_of[index]
-                tiles = lowering.lower(step, placement.workspaces[index], [
+                tiles, reads = lowering.lower(step, placement.workspaces[index], [
                     (layer_of[reader], name, part) for name, reader, part in riders.get(index, ())])
                 layers.append(Layer(name=step.output, ops=step.ops, unit=step.kind,
                                     macs=macs_of(graph, step),
                                     array_problems=array_problems(graph, step),
-                                    min_bytes=_min_bytes(graph, step, placement, read_before),
+                                    min_bytes=_min_bytes(graph, step, placement, read_before,
+                                                         reads),
                                     tiles=tiles))
             for name, reader, part in preloads.get(index, []):
                 emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
@@ -415,12 +416,14 @@ def _handoffs(steps: list[Step]) -> set[str]:
     return out
 
 
-def _min_bytes(graph: Graph, step: Step, placement: Placement,
-               read_before: dict[str, int]) -> dict[str, int]:
+def _min_bytes(graph: Graph, step: Step, placement: Placement, read_before: dict[str, int],
+               reads: frozenset | None) -> dict[str, int]:
     """Bytes this step must move across each external memory even with unlimited buffering:
-    the graph outputs it writes, and of the constants and graph inputs it reads the bytes it
-    must read (a slice or a strided window reads only part) that earlier steps may not have
-    brought on chip already (`read_before`: per tensor, what earlier steps had to read)."""
+    the graph outputs it writes, and of the constants and graph inputs it reads through
+    memory (`reads`; None: all it reads) the bytes it must read (a slice or a strided window
+    reads only part) that earlier steps may not have brought on chip already (`read_before`:
+    per tensor, what earlier steps had to read). A per-tensor multiplier, shift or zero point
+    travels in the command: counting its bytes had put the bound above flash-bound runs."""
     sources = {placement.root(n) for n in graph.inputs}
     sinks = {placement.root(n) for n in graph.outputs}
     need: dict[str, int] = {}
@@ -432,7 +435,8 @@ def _min_bytes(graph: Graph, step: Step, placement: Placement,
     for name in dict.fromkeys([*step.inputs, step.output]):   # in order: the report's key order
         root = placement.root(name)
         whole = graph.tensors[root].nbytes
-        if name != step.output and (graph.tensors[root].is_const or root in sources):
+        if name != step.output and (graph.tensors[root].is_const or root in sources) and (
+                reads is None or name in reads):
             must = min(whole, _must_read(graph, step, name))
             before = read_before.get(root, 0)
             charge(name, max(0, must - min(whole, before)))

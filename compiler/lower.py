@@ -169,10 +169,11 @@ class Lowering:
         """The queues no role takes: a fourth channel and beyond."""
         return list(range(3, self.channels))
 
-    def lower(self, step: Step, workspace: tuple[int, int], riders=()) -> int:
-        """Emit the commands of one step. Its tile buffers go in `workspace` (base, size).
-        `riders`, (layer, constant, Buffered) of plan_buffering(), are copied among its
-        tiles (a tiled step's only)."""
+    def lower(self, step: Step, workspace: tuple[int, int], riders=()) -> tuple[int, frozenset | None]:
+        """Emit the commands of one step: (its tiles, the tensors its tiles read through memory,
+        None where it reads all of its inputs there). Its tile buffers go in `workspace`
+        (base, size). `riders`, (layer, constant, Buffered) of plan_buffering(), are copied
+        among its tiles (a tiled step's only)."""
         self._step += 1
         if step.kind in ("mac", "vector"):
             return self._tiled(step, workspace, riders)
@@ -181,7 +182,7 @@ class Lowering:
             self._data_movement(step)
         elif step.kind == "host":
             self._host(step)
-        return 1
+        return 1, None
 
     def _buffers_at(self, base: int, size: int, need: int) -> int:
         """Where in the workspace [base, base + size) a step puts `need` bytes of buffers: of
@@ -215,7 +216,7 @@ class Lowering:
             self.em.layer, self.em.prefetching = own, False
         return max(sent, upto)
 
-    def _tiled(self, step: Step, workspace: tuple[int, int], riders=()) -> int:
+    def _tiled(self, step: Step, workspace: tuple[int, int], riders=()) -> tuple[int, frozenset]:
         ws_base, ws_size = workspace
         space, opcode, attrs, plan = self.plan(step, ws_size)
         if plan is None:
@@ -297,7 +298,8 @@ class Lowering:
         self.em.release()                 # no loads follow in this step
         emit(*pending)
         self.em.release()
-        return plan.n_tiles
+        # per-tensor parameters travel in the commands, not through memory
+        return plan.n_tiles, frozenset(o.tensor for o in space.inputs)
 
     def _load(self, opnd, box, dst: TensorView, previous, views: dict):
         """Bring a box of an operand into dst: loaded from memory, or computed on chip when the

@@ -12,7 +12,12 @@ the schedule.
   problem into commands only adds folds, fills and partial-sum traffic.
 - Buffer: each memory streams its bytes in layer order at its bandwidth, at most the whole
   on-chip buffer ahead of the layer that uses them (`stream_cycles`), from the moment its
-  first bytes can arrive (a DMA setup and the memory's latency). Where the feature maps live
+  first bytes can arrive (a DMA setup and the memory's latency). A layer without array work
+  (the vector unit's or the DMAs', free here) hands its bytes to the next layer with array
+  work, which uses them evenly over its compute: the vector unit may take them as they
+  arrive and pass its rows on (row handoffs), so the array need not wait for all of them (a
+  TFLite QUANTIZE of a 36 KB input, streamed under the first conv, had run below a bound
+  that made the conv wait for the whole input). Where the feature maps live
   in another memory, a schedule may buffer the weights there too (edge-256's flash weights in
   system SRAM, as Vela does and compiler/buffering.py does), so that memory's whole size
   counts as room as well (`lookahead`).
@@ -83,6 +88,21 @@ def lookahead(config, mem: str) -> int:
     return config.sram.size + (config.memories[fm].size if fm != mem else 0)
 
 
+def _to_next_compute(compute: list[float], needed: list[float]) -> list[float]:
+    """`needed` with each layer's bytes moved to the next layer that computes (those after
+    the last one stay where they are)."""
+    last = max((i for i, c in enumerate(compute) if c > 0), default=-1)
+    moved, carried = list(needed), 0.0
+    for i in range(last + 1):
+        if compute[i] > 0:
+            moved[i] += carried
+            carried = 0.0
+        else:
+            carried += moved[i]
+            moved[i] = 0
+    return moved
+
+
 def attainable(layers, config) -> dict:
     """{'cycles', 'bound_by', 'terms'}: the attainable bound and, per memory, the stream bound
     it took the maximum of ('compute' alone when no layer moves external bytes)."""
@@ -91,8 +111,8 @@ def attainable(layers, config) -> dict:
     first = next((i for i, c in enumerate(compute) if c > 0), None)
     for mem in sorted({m for layer in layers for m in layer.min_bytes}):
         needed = [layer.min_bytes.get(mem, 0) for layer in layers]
-        terms[mem] = stream_cycles(compute, needed, config.memory_bytes_per_cycle(mem),
-                                   lookahead(config, mem))
+        terms[mem] = stream_cycles(compute, _to_next_compute(compute, needed),
+                                   config.memory_bytes_per_cycle(mem), lookahead(config, mem))
         if first is not None and needed[first]:
             # The first layer computes nothing before its first bytes from this memory
             # arrive, a DMA setup and the memory's latency after the start.
