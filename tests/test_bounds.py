@@ -132,6 +132,20 @@ def test_a_layer_without_array_work_hands_its_bytes_to_the_next_array_layer():
     assert attainable([quantize, conv], cfg)["terms"] == {"compute": 158, "dram": 200}
 
 
+def test_a_tflite_quantize_streamed_under_the_first_conv_is_never_faster_than_the_bound():
+    # image_example1's float input (36 KB) is quantized tile by tile under its first conv
+    # (7,460 cycles on default); a bound making the conv wait for the whole input had said
+    # 7,735.
+    from pathlib import Path
+
+    from npu_sim import api
+
+    cfg = api.load_config("default")
+    model = Path(__file__).parent / "data" / "tflite" / "image_example1" / "model.tflite"
+    report = api.simulate(api.compile_model(str(model), cfg), cfg, timing_only=True).report
+    assert report.cycles >= report.roofline["attainable"]["cycles"] >= report.roofline["cycles"]
+
+
 def test_per_tensor_parameters_are_not_counted_as_memory_traffic():
     """A per-tensor RESCALE's multiplier, shift and zero points travel in its command. Counted
     as flash bytes they had put both bounds above flash-bound runs (the ExecuTorch attention

@@ -188,10 +188,14 @@ def _pool(op, shape, k, s, pad, act, seed):
 POOLS = [((1, 8, 8, 4), (2, 2), (2, 2), VALID, 0), ((1, 9, 7, 3), (3, 3), (2, 2), SAME, RELU),
          ((2, 6, 6, 5), (3, 2), (1, 1), SAME, 0), ((1, 7, 7, 8), (7, 7), (1, 1), VALID, RELU6),
          ((1, 10, 10, 2), (4, 4), (3, 3), SAME, 0), ((1, 9, 9, 4), (3, 3), (3, 3), VALID, 0),
-         ((1, 7, 7, 6), (5, 5), (2, 2), SAME, 0)]
+         ((1, 7, 7, 6), (5, 5), (2, 2), SAME, 0), ((1, 6, 8, 3), (2, 4), (2, 2), VALID, 0),
+         ((1, 12, 12, 5), (3, 2), (3, 2), VALID, RELU6), ((1, 14, 14, 3), (14, 14), (1, 1), VALID, 0)]
 # every window's count of input elements odd (7x7, 3x3 inside, 5x5 whose padded edge
 # windows hold 3 rows): one AVG_POOL2D, as no average is exactly half way
 ODD = {POOLS[3], POOLS[5], POOLS[6]}
+# windows of one even count inside the input, and at least as many output pixels as taps:
+# sums from the array (2x2, 2x4 and 3x2 windows; ties of every sign in random int8 data)
+SUMMED = {POOLS[0], POOLS[7], POOLS[8]}
 
 
 @pytest.mark.parametrize("case", POOLS)
@@ -199,7 +203,22 @@ ODD = {POOLS[3], POOLS[5], POOLS[6]}
 def test_pools(op, case):
     ops = _pool(op, *case, seed=len(str(case)))
     if op == "AVERAGE_POOL_2D":
-        assert ops["AVG_POOL2D"] == (1 if case in ODD else 2), ops
+        want = {"AVG_POOL2D": 0, "DEPTHWISE_CONV2D": 1} if case in SUMMED else {
+            "AVG_POOL2D": 1 if case in ODD else 2, "DEPTHWISE_CONV2D": 0}
+        assert {k: ops.get(k, 0) for k in want} == want, ops
+
+
+@pytest.mark.parametrize("count", [2, 4, 6, 8, 16, 196, 4096])
+def test_exact_division_is_tflites_average_of_every_window_sum(count):
+    from npu_sim.compiler.frontends.tflite import pool
+    from npu_sim.datapath.scale import apply_scale_32
+
+    multiplier, shift = pool._exact_division(count)
+    sums = np.arange(-128 * count, 127 * count + 1)
+    got = apply_scale_32(sums << pool.SUM_WEIGHT_LOG2, multiplier, shift, True)
+    half = count // 2   # TFLite: (sum +- half) / count, truncated, by the sum's sign
+    want = [int((s + half) / count) if s > 0 else -int((half - s) / count) for s in sums.tolist()]
+    assert got.tolist() == want
 
 
 @pytest.mark.parametrize("shape,beta", [((1, 10), 1.0), ((2, 3, 7), 1.0), ((4, 33), 0.5), ((1, 1, 2, 300), 2.0)])
