@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,8 @@ import numpy as np
 
 from npu_sim.isa.dtypes import DTYPES, STORAGE
 from npu_sim.isa.encoding import decode, encode
-from npu_sim.isa.errors import ConfigError, InputError, ModelError, ProgramError, UnsupportedError
+from npu_sim.isa.errors import (ConfigError, InputError, ModelError, NpuSimError, ProgramError,
+                                UnsupportedError)
 from npu_sim.isa.program import Program
 from npu_sim.isa.records import record
 
@@ -114,7 +116,18 @@ def load_program(path: str | os.PathLike) -> Program:
     (npu_sim/verify.py), so a damaged or foreign program fails here, never mid-run."""
     program = decode(read_model_file(path, "a .npub program", ((0, b"NPUB"),)), str(path))
     verify(program, _embedded_config(program, str(path)).dma.channels, str(path))
+    _FROM_FILES[id(program)] = (weakref.ref(program), str(path))
     return program
+
+
+# Programs read from files, by id: what their checks let through and the machine then
+# refuses is the file's fault, reported as a ProgramError naming the command.
+_FROM_FILES: dict[int, tuple] = {}
+
+
+def _source_file(program: Program) -> str | None:
+    ref, path = _FROM_FILES.get(id(program), (None, None))
+    return path if ref is not None and ref() is program else None
 
 
 _HEAD = 64
@@ -216,8 +229,19 @@ def simulate(program: Program, config: HardwareConfig, inputs: dict | None = Non
         given = dict(inputs or {})
         missing = {b.name for b in program.inputs} - set(given)
         values = {**random_inputs(program, seed, missing), **given} if missing else given
-    sim = machine.run(values, compute_values=not timing_only)
-    return RunResult(sim.outputs, build_report(program, config, sim, timing_only), program, sim)
+    try:
+        sim = machine.run(values, compute_values=not timing_only)
+        return RunResult(sim.outputs, build_report(program, config, sim, timing_only), program, sim)
+    except (ArithmeticError, LookupError, TypeError, ValueError) as exc:
+        source = _source_file(program)
+        if source is None or isinstance(exc, NpuSimError):     # ours: a bug, shown whole
+            raise
+        # simpy raises a copy of a process's exception, the original as its cause
+        cmd = getattr(exc, "command", None) or getattr(exc.__cause__, "command", None)
+        where = f"command {cmd.id} ({getattr(cmd, 'op', type(cmd).__name__)}, layer " \
+                f"{cmd.layer})" if cmd is not None else "its layer table"
+        raise ProgramError(f"{source}: {where} does not run: {type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())[:160]}") from None
 
 
 def run(model: str | os.PathLike | Graph | None = None, config: HardwareConfig | str | None = None,

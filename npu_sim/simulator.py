@@ -107,6 +107,25 @@ def _alarm(env):
     return timeout
 
 
+def _at_command(exc: Exception, cmd) -> Exception:
+    """`exc`, naming the command it came from (`exc.command`), for the caller to report: a
+    program read from a file may hold what its checks let through and a kernel refuses."""
+    if not hasattr(exc, "command"):
+        try:
+            exc.command = cmd
+        except AttributeError:          # an exception type without a __dict__
+            pass
+    return exc
+
+
+def _fails(fn, cmd) -> bool:
+    try:
+        fn(cmd)
+    except Exception:
+        return True
+    return False
+
+
 class Machine:
     def __init__(self, program: Program, config, check_hazards: bool | None = None):
         self.program, self.config = program, config
@@ -152,7 +171,11 @@ class Machine:
             ) -> SimResult:
         mem = self._memories(inputs or {}) if compute_values else None
         n = len(self.program.commands)
-        costs = [self.cost_model.of(c) for c in self.program.commands]
+        try:
+            costs = [self.cost_model.of(c) for c in self.program.commands]
+        except Exception as exc:
+            raise _at_command(exc, next(c for c in self.program.commands
+                                        if _fails(self.cost_model.of, c))) from None
         start = [0] * n
         end = [0] * n
         env = Environment()
@@ -221,7 +244,10 @@ class Machine:
                 host_done = False
                 if host:
                     # The host runs the operator first: its time depends on the work it did.
-                    costs[i] = self.cost_model.host_with_work(cmd, execute(cmd, mem))
+                    try:
+                        costs[i] = self.cost_model.host_with_work(cmd, execute(cmd, mem))
+                    except Exception as exc:
+                        raise _at_command(exc, cmd) from None
                     host_done = True
                 c = costs[i]
                 plan = plans.get(id(c))
@@ -321,7 +347,10 @@ class Machine:
                         for port in held_now:
                             port.release()
                 if values and not host_done:
-                    execute(cmd, mem)
+                    try:
+                        execute(cmd, mem)
+                    except Exception as exc:
+                        raise _at_command(exc, cmd) from None
                 end[i] = t
                 if hazards is not None:
                     hazards.end(cmd, t)

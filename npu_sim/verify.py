@@ -13,6 +13,7 @@ import bisect
 
 
 from npu_sim.isa.commands import Compute, DmaCopy, DmaFill, TensorView
+from npu_sim.isa.dtypes import ITEMSIZE
 from npu_sim.isa.errors import ProgramError
 from npu_sim.isa.opcodes import check
 from npu_sim.isa.program import Program
@@ -21,7 +22,7 @@ from .ops import SHAPE_CHECKS
 
 MAX_RANK = 8
 MAX_INT = 1 << 31          # bound of every integer attribute: zero points, pads, sizes, origins
-MAX_ELEMENTS = 1 << 40
+ARRAY_KINDS = ("gemm", "depthwise")     # isa/opcodes.py mac_problem
 INTS, INT, BOOL, STR = "ints", "int", "bool", "str"
 _ATTR_TYPES = {
     "pad": INTS, "stride": INTS, "dilation": INTS, "kernel": INTS, "clamp": INTS,
@@ -76,6 +77,7 @@ def _verify(p: Program, dma_channels: int) -> None:
                 and all(type(v) is int for v in layer.min_bytes.values())
                 and isinstance(layer.array_problems, list)):
             raise ProgramError(f"layer {i}: fields of the wrong type")
+        _layer_figures(layer, p.memories, f"layer {i}")
     for kind, bindings in (("input", p.inputs), ("output", p.outputs), ("variable", p.variables)):
         for b in bindings:
             _view(b.view, sizes, f"{kind} '{b.name}'")
@@ -111,6 +113,28 @@ def _verify(p: Program, dma_channels: int) -> None:
             raise ProgramError(f"{where}: not a command")
 
 
+def _layer_figures(layer, memories: list[str], where: str) -> None:
+    """A layer's figures within the ranges the report's bounds compute with: its ops named,
+    MACs and bytes under 2^62, each array problem (kind, m, n, k, dtypes...) of the array's
+    kinds, positive sizes and known dtypes."""
+    if not all(isinstance(op, str) for op in layer.ops):
+        raise ProgramError(f"{where}: ops {str(layer.ops)[:60]} are not names")
+    if not 0 <= layer.macs < 1 << 62 or not 0 <= layer.tiles < MAX_INT:
+        raise ProgramError(f"{where}: macs {layer.macs} or tiles {layer.tiles} out of range")
+    for mem, nbytes in layer.min_bytes.items():
+        if mem not in memories or not 0 <= nbytes < 1 << 62:
+            raise ProgramError(f"{where}: min_bytes {str(mem)[:40]}={nbytes}: not a memory of "
+                               "the program, or out of range")
+    for problem in layer.array_problems:
+        ok = isinstance(problem, list) and 4 <= len(problem) <= 7 and \
+            problem[0] in ARRAY_KINDS and \
+            all(type(d) is int and 1 <= d < MAX_INT for d in problem[1:4]) and \
+            all(isinstance(t, str) and t in ITEMSIZE for t in problem[4:])
+        if not ok:
+            raise ProgramError(f"{where}: array problem {str(problem)[:60]}: expected [kind, m, "
+                               "n, k, dtypes...] with kind gemm or depthwise and positive sizes")
+
+
 def _constant_guard(segments):
     """written(view, where): the view, or a ProgramError when it would write a constant
     segment (the program image is read-only, as the machine maps it)."""
@@ -142,8 +166,11 @@ def _constant_guard(segments):
 def _view(v: TensorView, sizes: list[int], where: str) -> TensorView:
     if not 0 <= v.mem < len(sizes):
         raise ProgramError(f"{where}: memory {v.mem} does not exist")
-    if len(v.shape) > MAX_RANK or any(d < 0 for d in v.shape) or v.count > MAX_ELEMENTS:
-        raise ProgramError(f"{where}: shape {list(v.shape)[:10]}")
+    # more elements than the largest memory has bytes: only strides of 0 repeat that much
+    if len(v.shape) > MAX_RANK or any(d < 0 for d in v.shape) or v.count > max(*sizes, 16):
+        raise ProgramError(f"{where}: shape {list(v.shape)[:10]}: more elements than a memory "
+                           "of the program has bytes" if v.count > 16 else f"{where}: shape "
+                           f"{list(v.shape)[:10]}")
     lo, hi = v.footprint()
     if v.count and (lo < 0 or hi > max(sizes[v.mem], 16)):
         raise ProgramError(f"{where}: view {v.dtype}{list(v.shape)} at 0x{v.addr:x} spans bytes "

@@ -174,6 +174,16 @@ CHANGES = {
     "layer index": (lambda p: setattr(p.commands[0], "layer", 999), "layer 999"),
     "segment outside memory": (lambda p: setattr(p.segments[0], "addr", 1 << 41), "falls outside"),
     "numbering": (lambda p: setattr(p.commands[2], "id", 7), "numbered in order"),
+    # a copy of 2^40 elements with strides of 0 fits any memory, and would run for hours
+    "repeating view": (lambda p: setattr(_first(p, "DmaCopy"), "dst", _first(p, "DmaCopy").dst._replace(
+        shape=(1 << 20, 1 << 20), strides=(0, 0))), "more elements than a memory"),
+    # the report's bounds compute with the layer table
+    "array problem's dtype": (lambda p: setattr(p.layers[0], "array_problems", [
+        ["gemm", 4, 4, 4, "int8", "ift8", "int8"]]), "array problem"),
+    "empty array problem": (lambda p: setattr(p.layers[0], "array_problems", [["gemm", 0, 4, 4]]),
+                            "positive sizes"),
+    "layer MACs": (lambda p: setattr(p.layers[0], "macs", 10 ** 30), "macs"),
+    "layer ops": (lambda p: setattr(p.layers[0], "ops", [1, 2]), "are not names"),
 }
 
 
@@ -332,6 +342,37 @@ def test_outputs_pass_over_a_staged_file_a_killed_run_left(capsys, tmp_path):
     assert np.load(written).dtype == np.int8
     assert written.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in out.iterdir()) == [stale.name, written.name]
+
+
+def test_a_program_a_kernel_refuses_is_named_by_its_command(tmp_path, capsys):
+    """What the structural checks let through and a kernel then refuses (here an elementwise
+    program's rounding mode, inside its JSON) ends in one line naming the command."""
+    program = api.compile_model(SMALL.parent / "attn_block" / "model.tosa", api.load_config("default"))
+
+    def bad_rounding(p):
+        cmd = _first(p, "elementwise")
+        steps = json.loads(cmd.attrs["program"])
+        for step in steps:
+            step["rounding_mode"] = "NOPE"
+        _edit_attrs(cmd, program=json.dumps(steps))
+        p.commands[cmd.id] = cmd
+
+    path = tmp_path / "bad.npub"
+    path.write_bytes(encode(_mutated(program, bad_rounding)))
+    rc, err = _run(capsys, "run", path, "--output-dir", tmp_path / "out")
+    _one_line(rc, err, f"command {_first(program, 'elementwise').id} (elementwise")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failed_run_removes_the_folders_it_made(capsys, tmp_path):
+    rc, err = _run(capsys, "run", SMALL / "model.tosa", "--output-dir", tmp_path / "new" / "deeper",
+                   "--report", tmp_path / "missing" / "r.json")
+    _one_line(rc, err, "r.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    rc, err = _run(capsys, "run", SMALL / "model.tosa", "--output-dir", tmp_path / "both",
+                   "--csv", tmp_path / "both")
+    _one_line(rc, err, "named as the output folder and as an output file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_a_late_failure_leaves_no_earlier_file(capsys, tmp_path):
