@@ -35,7 +35,7 @@ def size_limit() -> int:
     setting = os.environ.get("NPU_SIM_CACHE_MIB", "").strip()
     if not setting:
         return DEFAULT_MIB << 20
-    if not setting.isdigit() or len(setting) > 9:
+    if not (setting.isascii() and setting.isdigit()) or len(setting) > 9:   # not '²'
         raise ConfigError(f"NPU_SIM_CACHE_MIB={setting[:40]!r}: expected a whole number of MiB "
                           f"(default {DEFAULT_MIB})")
     return int(setting) << 20
@@ -47,6 +47,28 @@ def cache_dir() -> Path | None:
         return None
     size_limit()                         # a bad NPU_SIM_CACHE_MIB is refused on every run
     return Path(setting) if setting else Path.home() / ".cache" / "npu-sim"
+
+
+def read_memo(path: Path | None, limit: int) -> str:
+    """A memo kept in the cache directory as text, or "" where there is none, or it is no
+    regular file (a FIFO, /dev/zero), over `limit` bytes or not UTF-8: a memo is only ever a
+    shortcut, so what cannot be one is passed over, never waited on."""
+    if path is None:
+        return ""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+        return data.decode() if len(data) <= limit else ""
+    except (OSError, UnicodeDecodeError):
+        return ""
+    finally:
+        os.close(fd)
 
 
 @lru_cache(maxsize=1)
@@ -68,10 +90,7 @@ def compiler_version() -> str:
         listing.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     root = cache_dir()
     memo = root / "sources" / listing.hexdigest()[:32] if root is not None else None
-    try:
-        version = memo.read_text() if memo is not None else ""
-    except OSError:
-        version = ""
+    version = read_memo(memo, 16)
     if len(version) == 16:
         return version
     h = hasher()
@@ -117,10 +136,7 @@ def kept_digest(path) -> tuple[str | None, os.stat_result | None]:
     root = cache_dir()
     if root is None:
         return None, st
-    try:
-        digest = _digest_memo(root, st).read_text()
-    except OSError:
-        return None, st
+    digest = read_memo(_digest_memo(root, st), 64)
     return (digest, st) if len(digest) == 64 else (None, st)
 
 
@@ -155,7 +171,10 @@ def load(k: str):
         return None
     path = root / f"{k}.npub"
     try:
-        with open(path, "rb") as f:      # read section by section
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))   # a FIFO: no wait
+        with os.fdopen(fd, "rb") as f:   # read section by section
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
             program = decode(f, "cache")
     except (OSError, ProgramError):
         return None              # a missing or damaged entry is simply recompiled

@@ -41,9 +41,12 @@ def read_yaml(path: Path, what: str):
         raise ConfigError(f"{source}: cannot read {what} (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
     memo = _memo_path(raw)
     if memo is not None:
+        from .cache import read_memo
         try:
-            return json.loads(memo.read_text())
-        except (OSError, ValueError):
+            # (a parsed form is no larger than the JSON of a file of MAX_BYTES, less its
+            # comments; one that would be is damaged, parsed again below)
+            return json.loads(read_memo(memo, 4 * MAX_BYTES))
+        except ValueError:
             pass                 # none yet, or damaged: parsed again below
     import yaml
     try:

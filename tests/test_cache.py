@@ -1,4 +1,8 @@
 """The program cache: its key (the compiler's source hash, kept by the files' stats) and its size."""
+import os
+
+import pytest
+
 from npu_sim import cache
 
 
@@ -79,9 +83,27 @@ def test_a_cached_run_marks_its_program_used_and_a_compile_trims(tmp_path, monke
     assert not list(tmp_path.glob("*.npub"))
 
 
-def test_a_bad_cache_size_is_one_line(monkeypatch, capsys):
+@pytest.mark.parametrize("setting", ["lots", "\u00b2"])     # '2'.isdigit(), but no int
+def test_a_bad_cache_size_is_one_line(monkeypatch, capsys, setting):
     from npu_sim.cli import main
-    monkeypatch.setenv("NPU_SIM_CACHE_MIB", "lots")
+    monkeypatch.setenv("NPU_SIM_CACHE_MIB", setting)
     assert main(["run", "--timing-only"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "NPU_SIM_CACHE_MIB='lots'" in err, err
+    assert err.count("\n") == 1 and f"NPU_SIM_CACHE_MIB={setting!r}" in err, err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "not utf-8"])
+def test_a_cache_memo_that_is_no_memo_is_passed_over(tmp_path, kind):
+    """The cache directory's memos are shortcuts: a FIFO, a device or damaged bytes where one
+    should be is read as none (a FIFO had hung every run, /dev/zero had filled the memory)."""
+    memo = tmp_path / "memo"
+    if kind == "fifo":
+        os.mkfifo(memo)
+    elif kind == "device":
+        memo.symlink_to("/dev/zero")
+    else:
+        memo.write_bytes(b"\xff\xfe" * 8)
+    assert cache.read_memo(memo, 16) == ""
+    (tmp_path / "good").write_text("0123456789abcdef")
+    assert cache.read_memo(tmp_path / "good", 16) == "0123456789abcdef"
+    assert cache.read_memo(tmp_path / "good", 15) == ""
