@@ -8,6 +8,7 @@ import argparse
 import gc
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -256,11 +257,27 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return p
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP, raised where the run is, so that its staged files are removed."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated(signum)
+
+
 def main(argv=None) -> int:
     args = build_parser(argv).parse_args(argv)
     args.own_process = argv is None          # the console script's call
+    if args.own_process:
+        for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if sig is not None:
+                signal.signal(sig, _terminate)
     try:
         return args.func(args)
+    except _Terminated as exc:
+        name = signal.Signals(exc.args[0]).name
+        print(f"npu-sim: stopped by {name}", file=sys.stderr)
+        return 128 + exc.args[0]
     except NpuSimError as exc:
         print(exc.one_line(), file=sys.stderr)
         return EXIT_USAGE

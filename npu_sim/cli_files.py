@@ -113,7 +113,9 @@ def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
                     state[name] = as_storage(npy_format.read_array(m, allow_pickle=False),
                                              known[name].dtype)
             return state
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+    # NotImplementedError: a compression method zipfile lacks; RuntimeError: an encrypted member
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError,
+            NotImplementedError, RuntimeError) as exc:
         raise InputError(f"{where}: cannot read as .npz ({' '.join(str(exc).split())[:120]})") from None
 
 
@@ -123,6 +125,7 @@ class Staged:
 
     def __init__(self, reads=()):
         self.items: list[tuple[Path, Path]] = []
+        self.made: list[Path] = []          # folders made for the outputs, removed if unused
         # what the command reads: an output there would replace its own input
         self.reads = {os.path.realpath(p) for p in reads if p}
 
@@ -132,6 +135,12 @@ class Staged:
     def __exit__(self, *exc):
         for tmp, _ in self.items:
             tmp.unlink(missing_ok=True)
+        if self.items:                      # not committed: the folders it made go too
+            for folder in reversed(self.made):
+                try:
+                    folder.rmdir()
+                except OSError:             # no longer empty: something else is there
+                    pass
 
     def path(self, final) -> Path:
         """Where to write what will become `final`."""
@@ -171,7 +180,11 @@ class Staged:
 
         from npu_sim.isa.dtypes import as_npy
         finals = output_paths(outputs, out_dir)
+        if any(os.path.realpath(out_dir) == os.path.realpath(done) for _, done in self.items):
+            raise InputError(f"{out_dir}: named as the output folder and as an output file")
+        missing = [d for d in (out_dir, *out_dir.parents) if not d.exists()]
         out_dir.mkdir(parents=True, exist_ok=True)
+        self.made += reversed(missing)
         for value, final in zip(outputs.values(), finals):
             with open(self.path(final), "wb") as f:
                 np.save(f, as_npy(value), allow_pickle=False)
@@ -187,7 +200,10 @@ class Staged:
     def commit(self) -> None:
         while self.items:
             tmp, final = self.items[0]
-            os.replace(tmp, final)
+            try:
+                os.replace(tmp, final)
+            except OSError as exc:          # named by the destination, not the .part file
+                raise OSError(exc.errno, exc.strerror, str(final)) from None
             self.items.pop(0)
 
 

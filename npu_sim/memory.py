@@ -8,7 +8,7 @@ import numpy as np
 
 from npu_sim.isa.commands import TensorView
 from npu_sim.isa.dtypes import STORAGE
-from npu_sim.isa.errors import ProgramError
+from npu_sim.isa.errors import DoesNotFitError, ProgramError
 
 
 # Arrays the cache keeps: the views that recur are the on-chip buffers a layer's tiles take
@@ -41,7 +41,13 @@ class Memories:
 
     def __init__(self, names: list[str], sizes: list[int]):
         self.names = ["onchip"] + list(names)
-        self.banks = [np.zeros(max(int(s), 16), dtype=np.uint8) for s in sizes]
+        try:
+            self.banks = [np.zeros(max(int(s), 16), dtype=np.uint8) for s in sizes]
+        except MemoryError:
+            held = ", ".join(f"{n} {int(s) / (1 << 20):,.0f} MiB" for n, s in zip(self.names, sizes))
+            raise DoesNotFitError(f"the modelled memories ({held}) are held in host memory, and "
+                                  "this machine has not that much to give the run; --timing-only "
+                                  "holds none of them") from None
         self._starts: list[list[int]] = [[] for _ in self.banks]     # sorted segment starts
         self._segments: list[list[tuple[int, int, np.ndarray]]] = [[] for _ in self.banks]
         # view -> its array: a program's tile buffers recur, and the buffers never move

@@ -302,8 +302,9 @@ def write_trace(path, program, config, sim, report=None, coarse: bool = False) -
             _write(f, program, config, sim, report, coarse)
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise InputError(f"--trace {path}: cannot write ({exc.strerror})") from None
+    finally:                        # interrupted too: no .part left behind
+        tmp.unlink(missing_ok=True)
     return path.stat().st_size
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tosa_serializer as ts
 
 from npu_sim.compiler.loader import load_bytes
@@ -99,3 +100,27 @@ def test_an_access_without_its_two_operands_is_refused():
                             Operator("VARIABLE_WRITE", [], [], index=1)], ["x"], ["y"])
     with pytest.raises(ValidationError, match="VARIABLE_WRITE.*0 input.*0 output"):
         validate(graph, extensions=("EXT-VARIABLE",))
+
+
+@pytest.mark.parametrize("damage", ["encrypted", "compression"])
+def test_a_state_file_zipfile_cannot_open_is_one_error(tmp_path, damage):
+    """zipfile raises RuntimeError for an encrypted member and NotImplementedError for a
+    compression method it lacks; both are a state file that cannot be read."""
+    from npu_sim.cli_files import load_state
+    from npu_sim.isa.commands import dense
+    from npu_sim.isa.errors import InputError
+    from npu_sim.isa.program import Binding
+
+    path = tmp_path / "state.npz"
+    np.savez(path, state=np.zeros(SHAPE, np.int8))
+    data = bytearray(path.read_bytes())
+    for signature, flags, method in ((b"PK\x03\x04", 6, 8), (b"PK\x01\x02", 8, 10)):
+        at = data.find(signature)
+        if damage == "encrypted":
+            data[at + flags] |= 1
+        else:
+            data[at + method:at + method + 2] = (99).to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+    variables = [Binding("state", dense(0, 0, tuple(SHAPE), "int8"))]
+    with pytest.raises(InputError, match="cannot read as .npz"):
+        load_state(str(path), variables)
