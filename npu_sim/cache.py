@@ -42,11 +42,12 @@ def size_limit() -> int:
 
 
 def cache_dir() -> Path | None:
-    setting = os.environ.get("NPU_SIM_CACHE", "")
+    setting = os.environ.get("NPU_SIM_CACHE", "").strip()
     if setting.lower() in ("0", "off", "no", "false"):
         return None
     size_limit()                         # a bad NPU_SIM_CACHE_MIB is refused on every run
-    return Path(setting) if setting else Path.home() / ".cache" / "npu-sim"
+    # '~/x' as a shell would read it, not a folder named '~' in the working directory
+    return Path(setting).expanduser() if setting else Path.home() / ".cache" / "npu-sim"
 
 
 def read_memo(path: Path | None, limit: int) -> str:

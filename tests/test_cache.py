@@ -107,3 +107,11 @@ def test_a_cache_memo_that_is_no_memo_is_passed_over(tmp_path, kind):
     (tmp_path / "good").write_text("0123456789abcdef")
     assert cache.read_memo(tmp_path / "good", 16) == "0123456789abcdef"
     assert cache.read_memo(tmp_path / "good", 15) == ""
+
+
+def test_the_cache_folder_is_read_as_a_shell_would(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NPU_SIM_CACHE", "~/progs")
+    assert cache.cache_dir() == tmp_path / "progs"
+    monkeypatch.setenv("NPU_SIM_CACHE", "  ")
+    assert cache.cache_dir() == tmp_path / ".cache" / "npu-sim"
