@@ -229,6 +229,22 @@ class Placement:
         """The bytes of the pack `lead` begins with the weights (a later pack moves them)."""
         return dense(self.weights_id, self.loc[lead].addr, (self.packs[lead][1],), "int8")
 
+    def mark(self) -> tuple:
+        """The state undo() returns to: stage() calls of prefix parts after it are undone."""
+        return (len(self._resident.placed), self._resident.high_water, list(self.workspaces),
+                {name: len(parts) for name, parts in self.prefixes.items()})
+
+    def undo(self, mark: tuple) -> None:
+        placed, high_water, workspaces, parts = mark
+        del self._resident.placed[placed:]
+        self._resident.high_water, self.workspaces = high_water, workspaces
+        for name in list(self.prefixes):
+            if name in parts:
+                del self.prefixes[name][parts[name]:]
+            else:
+                del self.prefixes[name]
+        self._views.clear()
+
     def can_stage(self, name: str, first: int, last: int, limit: int,
                   rows: int | None = None) -> bool:
         """Whether stage() with these arguments would succeed (nothing is reserved)."""
