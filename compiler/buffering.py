@@ -124,7 +124,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
     for start, items in preloads.items():      # the weights memory's time the preloads take
         for name, reader, part in items:
             book_idle(idle, max(start, 0), reader,
-                      _preload_bytes(graph, placement, name, part) * slow)
+                      preload_bytes(graph, placement, name, part) * slow)
     ceiling = [onchip - need[j] for j in range(n)]
     riders = _Riders(steps, placement, lowering, idle, ceiling, slow + fast)
     for reader, (plan, lane, floor, name, boxes) in sorted(loads.items()):
@@ -376,7 +376,7 @@ def _stretches(placement, ceiling: list[int], idle: list[float], quiet: list[boo
         a = b + 1
 
 
-def _preload_bytes(graph, placement, name: str, part) -> int:
+def preload_bytes(graph, placement, name: str, part) -> int:
     """Bytes a preload of plan_prefetch() copies from the weights memory."""
     if name in placement.packs:
         return placement.packs[name][1]

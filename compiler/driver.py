@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from npu_sim.isa.commands import ONCHIP, DmaCopy
 from npu_sim.isa.errors import DoesNotFitError, ModelError, UnsupportedError
 from npu_sim.isa.opcodes import mac_problem
 from npu_sim.isa.dtypes import STORAGE, itemsize
@@ -14,7 +15,7 @@ from npu_sim.isa.operators import OPERATORS
 from npu_sim.isa.program import Binding, Layer, Program, Segment
 
 from .batch_split import split_batches
-from .buffering import plan_buffering
+from .buffering import Buffered, plan_buffering, preload_bytes
 from .cascade import (cascade_by_estimate, estimate_total, fuse_producers, step_estimate,
                       step_plan)
 from .emit import CommandLimit, HoistingEmitter
@@ -296,6 +297,8 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
         layer_of.append(count)
         count += emitted
     layers, read_before = [], {}
+    compute = [_compute_estimate(step, lowering, placement.workspaces[i][1])
+               for i, step in enumerate(steps)]
     for name, reader, part in preloads.get(-1, []):     # packs the first step reads
         emitter.layer = layer_of[reader]
         try:
@@ -315,6 +318,7 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
                     if layer_of[reader] == layer_of[index] + 1:
                         emitter.layer = layer_of[reader]
                         lowering.preload(name, part)
+            first_command = len(emitter.commands)
             if emits[index]:
                 emitter.layer = layer_of[index]
                 tiles, reads = lowering.lower(step, placement.workspaces[index], [
@@ -325,9 +329,20 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
                                     min_bytes=_min_bytes(graph, step, placement, read_before,
                                                          reads),
                                     tiles=tiles))
+            behind = _last_loads_if_bound(emitter, first_command, step, lowering,
+                                          placement.workspaces[index][1], config)
+            queued = 0.0                # cycles of the loads waiting behind them
             for name, reader, part in preloads.get(index, []):
                 emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
+                mem = placement.home(name).mem
+                emitter.behind = None
+                if mem in behind and not isinstance(part, Buffered):
+                    # only loads the steps between then still hide
+                    cycles = preload_bytes(graph, placement, name, part) * lowering.memory_cost(mem)
+                    if queued + cycles <= sum(compute[index + 1:reader]):
+                        emitter.behind, queued = behind[mem], queued + cycles
                 lowering.preload(name, part)
+            emitter.behind = None
         except CommandLimit:
             raise CommandLimit(step.output, emitter.limit) from None
     memories = list(config.memories)
@@ -414,6 +429,36 @@ def _handoffs(steps: list[Step]) -> set[str]:
                 out.add(n)
                 todo.append(n)
     return out
+
+
+def _compute_estimate(step: Step, lowering, workspace: int) -> float:
+    """A tiled step's compute cycles by its tile plan; 0 for others."""
+    if step.kind not in ("mac", "vector"):
+        return 0.0
+    plan = lowering.plan(step, workspace)[3]
+    return 0.0 if plan is None else plan.compute
+
+
+def _last_loads_if_bound(emitter, first_command: int, step: Step, lowering, workspace: int,
+                         config) -> dict[int, int]:
+    """Per external memory, the last load from it of a step whose time is its transfers (by
+    its tile plan), which the weights staged after it from that memory wait for: sharing the
+    memory with its loads would only delay it (a float input's QUANTIZE, each byte loaded
+    once, vector work to spare), while the layers after it leave the memory idle. Empty for
+    other steps; no memory whose loads take the step less than a load's setup and latency,
+    which waiting would add to the staged loads and sharing would not."""
+    if step.kind not in ("mac", "vector"):
+        return {}
+    plan = lowering.plan(step, workspace)[3]
+    if plan is None or plan.transfer < plan.compute:
+        return {}
+    memories, last = list(config.memories), {}
+    for command in emitter.commands[first_command:]:
+        if (isinstance(command, DmaCopy) and command.src.mem != ONCHIP
+                and command.dst.mem == ONCHIP):
+            last[command.src.mem] = command.id
+    return {mem: cmd for mem, cmd in last.items() if plan.transfer >= config.dma.setup_cycles
+            + config.memory_latency_cycles(memories[mem - 1])}
 
 
 def _min_bytes(graph: Graph, step: Step, placement: Placement, read_before: dict[str, int],

@@ -115,6 +115,7 @@ class Emitter:
         self.memories: dict[int, _Memory] = {}
         self.layer = -1
         self.prefetching = False        # copies emitted now stage data for later steps
+        self.behind: int | None = None  # a load those copies wait for (see copy())
         self._top = -1                          # the latest place taken
         self._footprints: dict[TensorView, tuple] = {}  # view -> (mem, lo, hi), () if empty
         self._last_load: dict[int, float] = {}  # DMA queue -> key of its latest load
@@ -326,9 +327,18 @@ class Emitter:
         if self.limit is not None and cmd_id >= self.limit:
             raise CommandLimit
         deps = self._access(reads, writes, self._dma_engine(channel), channel, load)
+        if self.prefetching and self.behind is not None:
+            deps = self._with(deps, self.behind)
         self.commands.append(DmaCopy(id=cmd_id, deps=deps, layer=self.layer, channel=channel,
                                      src=src, dst=dst))
         return cmd_id
+
+    def _with(self, deps: tuple[int, ...], other: int) -> tuple[int, ...]:
+        """`deps` and command `other`, unless a later command of its engine is among them."""
+        engine, rank = self.engine_of[other], self.rank
+        if any(self.engine_of[d] == engine and rank[d] >= rank[other] for d in deps):
+            return deps
+        return tuple(sorted(deps + (other,), key=rank.__getitem__))
 
     def fill(self, dst: TensorView, value: int, channel: int) -> int:
         cmd_id = len(self.commands)

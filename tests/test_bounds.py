@@ -134,7 +134,7 @@ def test_a_layer_without_array_work_hands_its_bytes_to_the_next_array_layer():
 
 def test_a_tflite_quantize_streamed_under_the_first_conv_is_never_faster_than_the_bound():
     # image_example1's float input (36 KB) is quantized tile by tile under its first conv
-    # (7,460 cycles on default); a bound making the conv wait for the whole input had said
+    # (7,138 cycles on default); a bound making the conv wait for the whole input had said
     # 7,735.
     from pathlib import Path
 

@@ -616,3 +616,22 @@ def test_a_long_preload_takes_the_spare_dma_queues_too(monkeypatch):
     single = _compile(tosa, cfg)
     assert chunk_queues(single) == {1}
     assert _timing(spread, cfg).cycles < _timing(single, cfg).cycles
+
+
+def test_weights_staged_after_a_transfer_bound_step_wait_for_its_loads(monkeypatch):
+    """image_example1's float input QUANTIZE is DRAM-bound (36 KB loaded, vector work to
+    spare). The weights staged after it for later layers wait for its last input load:
+    sharing DRAM with it had only delayed the first conv, which reads its rows. Those of the
+    next layer do not wait."""
+    model = Path(__file__).parent / "data" / "tflite" / "image_example1" / "model.tflite"
+    cfg = api.load_config("default")
+    program = api.compile_model(model, cfg, use_cache=False)
+    quantize_loads = [c.id for c in program.commands if isinstance(c, DmaCopy)
+                      and c.layer == 0 and c.src.mem != ONCHIP]
+    waiting = [c for c in program.commands if isinstance(c, DmaCopy) and c.layer >= 2
+               and quantize_loads[-1] in c.deps]
+    assert waiting and all(quantize_loads[-1] not in c.deps for c in program.commands
+                           if isinstance(c, DmaCopy) and c.layer == 1)
+    monkeypatch.setattr(compiler_driver, "_last_loads_if_bound", lambda *args: {})
+    sharing = api.compile_model(model, cfg, use_cache=False)
+    assert _timing(program, cfg).cycles < _timing(sharing, cfg).cycles
