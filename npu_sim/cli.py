@@ -69,6 +69,9 @@ def cmd_run(args) -> int:
     from . import api
     if args.trace_coarse and not args.trace:
         raise InputError("--trace-coarse: give the trace file with --trace FILE.json")
+    if args.state is not None and args.timing_only:
+        raise InputError("--state: a --timing-only run computes no variables, so it would "
+                         "neither start from the state nor save it: run without one of them")
     for flag in ("output_dir", "report", "csv", "trace", "state"):
         if getattr(args, flag) == "":
             raise InputError(f"--{flag.replace('_', '-')}: an empty path")
@@ -97,7 +100,7 @@ def cmd_run(args) -> int:
             trace_size = write_trace(staged.path(args.trace), program, cfg, result.sim, report,
                                      args.trace_coarse)
         written = [] if args.timing_only else staged.outputs(result.outputs, Path(args.output_dir))
-        if args.state and not args.timing_only and result.state:
+        if args.state and result.state:
             staged.state(result.state, args.state)
         staged.commit()
     sys.stdout.write(report.to_text())
@@ -154,10 +157,8 @@ def cmd_disasm(args) -> int:
 
 
 def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
+    # ASCII digits only: int() would also take '１', ' 1_0 ' and '+1'
+    value = int(text) if text.isascii() and text.isdigit() else -1
     if not 0 <= value < 1 << 64:
         raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**64), got {text[:40]!r}")
     return value

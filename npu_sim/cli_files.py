@@ -81,9 +81,20 @@ def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
                 f.seek(0)
                 inputs[name] = as_storage(npy_format.read_array(f, allow_pickle=False),
                                           known[name].dtype)
+                _nothing_after(f, f"{where}: {path}")
             except (ValueError, OSError) as exc:
                 raise InputError(f"{where}: cannot read {path} as .npy ({exc})") from None
     return inputs
+
+
+def _nothing_after(f, where: str) -> None:
+    """An .npy's data must end the file: bytes after it mean another file was joined to it
+    or its header describes another array, whose values these would not be."""
+    if f.read(1):
+        extra = 1 + len(f.read(1 << 20))
+        raise InputError(f"{where}: {'more than 1 MiB' if extra > 1 << 20 else f'{extra:,} bytes'}"
+                         " after the array's data (a file joined to another, or a header "
+                         "describing a smaller array)")
 
 
 def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
@@ -112,6 +123,7 @@ def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
                 with z.open(member) as m:
                     state[name] = as_storage(npy_format.read_array(m, allow_pickle=False),
                                              known[name].dtype)
+                    _nothing_after(m, f"{where}: {name}")
             return state
     # NotImplementedError: a compression method zipfile lacks; RuntimeError: an encrypted member
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError,

@@ -45,7 +45,7 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 MAX_MACS = 1 << 20  # rows x cols
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
-_SIZE_RE = re.compile(r"^\s*(\d+)(?:\.(\d+))?\s*(" + "|".join(_UNITS) + r")\s*$")
+_SIZE_RE = re.compile(r"^\s*(\d+)(?:\.(\d+))?\s*(" + "|".join(_UNITS) + r")\s*$", re.ASCII)
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # no dots: names appear in dotted override keys
 
 

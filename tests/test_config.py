@@ -131,6 +131,7 @@ BAD = [
     ("sram.size", "1 MB/s", ["sram.size", "bytes", "KiB"]),
     ("sram.size", "12 parsecs", ["sram.size", "bytes"]),
     ("sram.size", "-1 KiB", ["sram.size", "bytes"]),
+    ("sram.size", "\uff11 MiB", ["sram.size", "bytes"]),        # a fullwidth digit one
     ("memories.dram.size", "0.3 B", ["memories.dram.size", "whole number of bytes"]),
     ("memories.dram.size", "1.3 KiB", ["memories.dram.size", "whole number of bytes"]),
     ("memories.dram.size", "9" * 5000 + " B", ["memories.dram.size", "whole number of bytes"]),
