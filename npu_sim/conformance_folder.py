@@ -119,8 +119,9 @@ def named_file(test_dir: Path, name: str, key: str) -> Path:
 
 
 def npy_header(path: Path, what: str):
-    """(shape, dtype) of an .npy file that is a regular file holding all the data its header
-    declares; only the header is read. `what` names the file in messages."""
+    """(shape, dtype) of an .npy file that is a regular file holding the data its header
+    declares and nothing after it; only the header is read. `what` names the file in
+    messages."""
     try:
         with open_input(str(path), what) as f:
             shape, dtype = read_npy_header(f, what)
@@ -128,7 +129,7 @@ def npy_header(path: Path, what: str):
     except InputError as exc:
         raise MalformedTestError(str(exc)) from None
     need = math.prod(shape) * dtype.itemsize
-    if held < need:
+    if held != need:
         raise MalformedTestError(f"{what}: holds {held} bytes of data, its header declares "
                                  f"{dtype}{list(shape)[:8]}: {need} bytes")
     return tuple(shape), dtype
