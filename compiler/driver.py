@@ -297,8 +297,9 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
         layer_of.append(count)
         count += emitted
     layers, read_before = [], {}
-    compute = [_compute_estimate(step, lowering, placement.workspaces[i][1])
-               for i, step in enumerate(steps)]
+    plans = [_tile_plan(step, lowering, placement.workspaces[i][1])
+             for i, step in enumerate(steps)]
+    compute = [0.0 if plan is None else plan.compute for plan in plans]
     for name, reader, part in preloads.get(-1, []):     # packs the first step reads
         emitter.layer = layer_of[reader]
         try:
@@ -329,8 +330,8 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
                                     min_bytes=_min_bytes(graph, step, placement, read_before,
                                                          reads),
                                     tiles=tiles))
-            behind = _last_loads_if_bound(emitter, first_command, step, lowering,
-                                          placement.workspaces[index][1], config)
+            behind = _last_loads_if_bound(emitter.commands[first_command:], plans[index],
+                                          config)
             queued = 0.0                # cycles of the loads waiting behind them
             for name, reader, part in preloads.get(index, []):
                 emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
@@ -431,29 +432,23 @@ def _handoffs(steps: list[Step]) -> set[str]:
     return out
 
 
-def _compute_estimate(step: Step, lowering, workspace: int) -> float:
-    """A tiled step's compute cycles by its tile plan; 0 for others."""
-    if step.kind not in ("mac", "vector"):
-        return 0.0
-    plan = lowering.plan(step, workspace)[3]
-    return 0.0 if plan is None else plan.compute
+def _tile_plan(step: Step, lowering, workspace: int):
+    """A tiled step's tile plan in `workspace` bytes (the lowering's, searched once); None for
+    other steps."""
+    return lowering.plan(step, workspace)[3] if step.kind in ("mac", "vector") else None
 
 
-def _last_loads_if_bound(emitter, first_command: int, step: Step, lowering, workspace: int,
-                         config) -> dict[int, int]:
-    """Per external memory, the last load from it of a step whose time is its transfers (by
-    its tile plan), which the weights staged after it from that memory wait for: sharing the
-    memory with its loads would only delay it (a float input's QUANTIZE, each byte loaded
-    once, vector work to spare), while the layers after it leave the memory idle. Empty for
-    other steps; no memory whose loads take the step less than a load's setup and latency,
-    which waiting would add to the staged loads and sharing would not."""
-    if step.kind not in ("mac", "vector"):
-        return {}
-    plan = lowering.plan(step, workspace)[3]
+def _last_loads_if_bound(commands: list, plan, config) -> dict[int, int]:
+    """Per external memory, the last load from it among a step's `commands` when its time is
+    its transfers (by its tile `plan`): the weights staged after it from that memory wait for
+    it, as sharing the memory with its loads would only delay it (a float input's QUANTIZE,
+    each byte loaded once, vector work to spare), while the layers after it leave the memory
+    idle. Empty for other steps; no memory whose loads take the step less than a load's setup
+    and latency, which waiting would add to the staged loads and sharing would not."""
     if plan is None or plan.transfer < plan.compute:
         return {}
     memories, last = list(config.memories), {}
-    for command in emitter.commands[first_command:]:
+    for command in commands:
         if (isinstance(command, DmaCopy) and command.src.mem != ONCHIP
                 and command.dst.mem == ONCHIP):
             last[command.src.mem] = command.id

@@ -115,7 +115,7 @@ class Emitter:
         self.memories: dict[int, _Memory] = {}
         self.layer = -1
         self.prefetching = False        # copies emitted now stage data for later steps
-        self.behind: int | None = None  # a load those copies wait for (see copy())
+        self.behind: int | None = None  # a command those copies also wait for
         self._top = -1                          # the latest place taken
         self._footprints: dict[TensorView, tuple] = {}  # view -> (mem, lo, hi), () if empty
         self._last_load: dict[int, float] = {}  # DMA queue -> key of its latest load
