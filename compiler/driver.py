@@ -443,8 +443,9 @@ def _last_loads_if_bound(commands: list, plan, config) -> dict[int, int]:
     its transfers (by its tile `plan`): the weights staged after it from that memory wait for
     it, as sharing the memory with its loads would only delay it (a float input's QUANTIZE,
     each byte loaded once, vector work to spare), while the layers after it leave the memory
-    idle. Empty for other steps; no memory whose loads take the step less than a load's setup
-    and latency, which waiting would add to the staged loads and sharing would not."""
+    idle. Empty for other steps. No memory whose loads take the step less than a load's setup
+    and latency, which waiting would add to the staged loads and sharing would not, nor one
+    faster than a DMA channel (large-8k's HBM), which the step's loads leave room in."""
     if plan is None or plan.transfer < plan.compute:
         return {}
     memories, last = list(config.memories), {}
@@ -452,8 +453,10 @@ def _last_loads_if_bound(commands: list, plan, config) -> dict[int, int]:
         if (isinstance(command, DmaCopy) and command.src.mem != ONCHIP
                 and command.dst.mem == ONCHIP):
             last[command.src.mem] = command.id
-    return {mem: cmd for mem, cmd in last.items() if plan.transfer >= config.dma.setup_cycles
-            + config.memory_latency_cycles(memories[mem - 1])}
+    return {mem: cmd for mem, cmd in last.items()
+            if plan.transfer >= config.dma.setup_cycles
+            + config.memory_latency_cycles(memories[mem - 1])
+            and config.memory_bytes_per_cycle(memories[mem - 1]) <= config.dma.bytes_per_cycle}
 
 
 def _min_bytes(graph: Graph, step: Step, placement: Placement, read_before: dict[str, int],
