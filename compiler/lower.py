@@ -432,6 +432,10 @@ class Lowering:
             held, store = blocks[k][2:]
             if stage.permuted_bytes:        # the vector unit reorders the block word by word
                 block, first, strides = permute_operands(held)
+                if store.mem == ONCHIP:     # into its place: no copy of the reordered block
+                    self.em.compute("vector", "permute", {"in0": block}, {"out": store},
+                                    {"base": first, "strides": strides})
+                    return
                 held = dense(ONCHIP, permuted[k % stage.slots], held.shape, held.dtype)
                 self.em.compute("vector", "permute", {"in0": block}, {"out": held},
                                 {"base": first, "strides": strides})
@@ -440,14 +444,21 @@ class Lowering:
             for piece in store_pieces(held, store, neighbour):
                 self.em.copy(*piece, queue)
 
-        self._ring(len(blocks), stage.slots, queues, load, finish)
+        # a block the vector unit reorders into its place on chip is stored by no DMA
+        self._ring(len(blocks), stage.slots, queues, load, finish,
+                   stored=not (stage.permuted_bytes and dst.mem == ONCHIP))
 
-    def _ring(self, blocks: int, slots: int, queues: list[int], fill, finish):
+    def _ring(self, blocks: int, slots: int, queues: list[int], fill, finish,
+              stored: bool = True):
         """Emit a staged or assembled move's blocks through a ring of `slots` buffers:
         `fill(k, queue)` fills block k's buffer on the loads' queues, `slots - 1` blocks ahead
         of `finish(k, queue)` (its permute and store) on the stores' queues, since block k's
-        buffer is free once block k - slots has been read out of it."""
+        buffer is free once block k - slots has been read out of it. Blocks not `stored` by a
+        DMA are loaded on the stores' queues (the feature maps'), leaving the others to the
+        constants."""
         loads, stores = split_queues(queues)
+        if not stored:
+            loads = stores
         ahead = slots - 1
         for k in range(min(ahead, blocks)):
             fill(k, loads[k % len(loads)])

@@ -460,8 +460,10 @@ def test_the_layer_after_a_layout_op_is_tiled_in_rows():
 def test_staged_transpose_leaves_the_flash_queue_to_weights():
     """On edge-256 the weights live in flash, which small_cnn's input TRANSPOSE (system SRAM
     and the buffer) never touches: its staged blocks keep off the constants' queue, so the
-    next layers' weights stream from flash while it moves. On default both are in DRAM and
-    the blocks alternate over both queues."""
+    next layers' weights stream from flash while it moves. On default both are in DRAM, and
+    the blocks, which the vector unit reorders into their place on chip (no DMA stores
+    them), are loaded on the feature maps' queue: the weights' queue stays free for them
+    (on the constants' queue too, small_cnn at 8 GB/s ran 3% slower)."""
     model = Path(__file__).parent / "data" / "small_cnn" / "model.tosa"
     queues = {}
     for name in ("edge-256", "default"):
@@ -469,7 +471,9 @@ def test_staged_transpose_leaves_the_flash_queue_to_weights():
         queues[name] = {c.channel for c in program.commands
                         if isinstance(c, DmaCopy) and c.layer == 0}
         assert program.layers[0].ops == ["TRANSPOSE"]
-    assert queues == {"edge-256": {0}, "default": {0, 1}}
+        assert not [c for c in program.commands if isinstance(c, DmaCopy) and c.layer == 0
+                    and c.src.mem == c.dst.mem == ONCHIP]
+    assert queues == {"edge-256": {0}, "default": {0}}
 
 
 def test_weights_too_large_for_the_buffer_stream_once():
