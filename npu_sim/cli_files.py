@@ -4,6 +4,7 @@ written all or nothing, and paths whose failures name their cause (a symlink loo
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from pathlib import Path
 
@@ -77,24 +78,24 @@ def load_inputs(pairs: list[str], bindings) -> dict[str, np.ndarray]:
         with open_input(path, where) as f:
             shape, dtype = read_npy_header(f, f"{where}: {path}")
             _expect(shape, dtype, known[name].shape, known[name].dtype, f"{where}: {path}")
+            check_data_size(os.fstat(f.fileno()).st_size - f.tell(), shape, dtype,
+                            f"{where}: {path}")
             try:
                 f.seek(0)
                 inputs[name] = as_storage(npy_format.read_array(f, allow_pickle=False),
                                           known[name].dtype)
-                _nothing_after(f, f"{where}: {path}")
             except (ValueError, OSError) as exc:
                 raise InputError(f"{where}: cannot read {path} as .npy ({exc})") from None
     return inputs
 
 
-def _nothing_after(f, where: str) -> None:
-    """An .npy's data must end the file: bytes after it mean another file was joined to it
-    or its header describes another array, whose values these would not be."""
-    if f.read(1):
-        extra = 1 + len(f.read(1 << 20))
-        raise InputError(f"{where}: {'more than 1 MiB' if extra > 1 << 20 else f'{extra:,} bytes'}"
-                         " after the array's data (a file joined to another, or a header "
-                         "describing a smaller array)")
+def check_data_size(held: int, shape, dtype, where: str) -> None:
+    """The bytes after an .npy's header must be its array's: fewer mean a truncated file,
+    more another file joined to it or a header describing another array."""
+    need = math.prod(shape) * dtype.itemsize
+    if held != need:
+        raise InputError(f"{where}: holds {held:,} bytes of data, its header declares "
+                         f"{dtype}{list(shape)[:8]}: {need:,} bytes")
 
 
 def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
@@ -119,11 +120,12 @@ def load_state(path: str, variables) -> dict[str, np.ndarray] | None:
                     raise InputError(f"{where}: holds '{name}', which is no variable of the program")
                 with z.open(member) as m:
                     shape, dtype = read_npy_header(m, f"{where}: {name}")
+                    held = z.getinfo(member).file_size - m.tell()
                 _expect(shape, dtype, known[name].shape, known[name].dtype, f"{where}: {name}")
+                check_data_size(held, shape, dtype, f"{where}: {name}")
                 with z.open(member) as m:
                     state[name] = as_storage(npy_format.read_array(m, allow_pickle=False),
                                              known[name].dtype)
-                    _nothing_after(m, f"{where}: {name}")
             return state
     # NotImplementedError: a compression method zipfile lacks; RuntimeError: an encrypted member
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError,

@@ -5,7 +5,6 @@ fails is the folder's fault: a MalformedTestError naming the field or file and w
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import tempfile
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from npu_sim.isa.errors import InputError, ModelError
 
-from .cli_files import open_input, read_npy_header
+from .cli_files import check_data_size, open_input, read_npy_header
 from .paths import os_reason, why_unreadable
 from .viewer import show_json_value
 
@@ -125,13 +124,9 @@ def npy_header(path: Path, what: str):
     try:
         with open_input(str(path), what) as f:
             shape, dtype = read_npy_header(f, what)
-            held = os.fstat(f.fileno()).st_size - f.tell()
+            check_data_size(os.fstat(f.fileno()).st_size - f.tell(), shape, dtype, what)
     except InputError as exc:
         raise MalformedTestError(str(exc)) from None
-    need = math.prod(shape) * dtype.itemsize
-    if held != need:
-        raise MalformedTestError(f"{what}: holds {held} bytes of data, its header declares "
-                                 f"{dtype}{list(shape)[:8]}: {need} bytes")
     return tuple(shape), dtype
 
 

@@ -102,7 +102,8 @@ def _truncated_model(tmp_path):
     (["run", "JUNK.npub"], "not an npu-sim program"),
     (["run", "EDGE.npub", "--set", "mac_array.rows=8"], "not one with mac_array.rows 8"),
     (["op", ""], "op '': not a TOSA operator"),
-    (["run", SMALL / "model.tosa", "--input", f"{IN_NAME}=JOINED.npy"], "8 bytes after the array"),
+    (["run", SMALL / "model.tosa", "--input", f"{IN_NAME}=JOINED.npy"], "holds 6,920 bytes of data, its header declares"),
+    (["run", SMALL / "model.tosa", "--input", f"{IN_NAME}=CUT.npy"], "holds 6,000 bytes of data, its header declares"),
     (["run", SMALL / "model.tosa", "--seed", "\uff11"], "expected an integer"),
     (["run", SMALL / "model.tosa", "--timing-only", "--state", "s.npz"], "--state: a --timing-only"),
     (["compile", SMALL / "model.tosa", "-o", "/proc/no-such-dir/p.npub"], "file error"),
@@ -112,10 +113,12 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args, needle):
     tiny.write_text(Path("configs/default.yaml").read_text().replace("size: 1 MiB", "size: 1 KiB", 1))
     subst = {"BADCFG": _bad_config(tmp_path), "TRUNC": _truncated_model(tmp_path), "TINY": tiny,
              "WIDE": _wide_argmax(tmp_path), "DIR": "configs"}
-    if len(args) > 3 and "JOINED.npy" in str(args[3]):     # the input, then 8 more bytes
-        joined = tmp_path / "joined.npy"
-        joined.write_bytes((SMALL / "input-0.npy").read_bytes() + b"JUNKJUNK")
-        args = args[:3] + [args[3].replace("JOINED.npy", str(joined))]
+    for marker, edit in (("JOINED.npy", lambda b: b + b"JUNKJUNK"),    # 8 bytes more
+                         ("CUT.npy", lambda b: b[:len(b) - 6912 + 6000])):   # 912 fewer
+        if len(args) > 3 and marker in str(args[3]):
+            made = tmp_path / marker.lower()
+            made.write_bytes(edit((SMALL / "input-0.npy").read_bytes()))
+            args = args[:3] + [args[3].replace(marker, str(made))]
     if "JUNK.npub" in args:
         subst["JUNK.npub"] = tmp_path / "junk.npub"
         subst["JUNK.npub"].write_bytes(bytes(range(7, 107)))

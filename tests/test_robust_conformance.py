@@ -95,7 +95,7 @@ def _npy(path, shape, dtype, data: bytes):
 @pytest.mark.parametrize("shape, dtype, size, why", [
     ((10 ** 12,), "i1", 10, "holds 10 bytes of data, its header declares int8[1000000000000]"),
     ((1, 3, 48, 48), "i1", 100, "holds 100 bytes of data"),
-    ((1, 3, 48, 48), "i1", 6920, "holds 6920 bytes of data, its header declares int8"),
+    ((1, 3, 48, 48), "i1", 6920, "holds 6,920 bytes of data, its header declares int8"),
     ((6912,), "i1", 6912, "holds int8[6912], the graph's input is int8[1, 3, 48, 48]"),
     ((1, 3, 48, 48), "<f4", 4 * 6912, "holds float32[1, 3, 48, 48], the graph's input is int8"),
     (None, None, 0, "cannot read as .npy (EOF"),

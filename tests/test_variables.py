@@ -124,3 +124,23 @@ def test_a_state_file_zipfile_cannot_open_is_one_error(tmp_path, damage):
     variables = [Binding("state", dense(0, 0, tuple(SHAPE), "int8"))]
     with pytest.raises(InputError, match="cannot read as .npz"):
         load_state(str(path), variables)
+
+
+def test_a_state_member_with_bytes_after_its_array_is_refused(tmp_path):
+    """A state file's member holding more than its header's array (another file joined to
+    it) is refused before its data is read, in one line."""
+    import io
+    import zipfile
+    once, _, _ = _graph(1)
+    (tmp_path / "var.tosa").write_bytes(once)
+    program = api.compile_model(tmp_path / "var.tosa", api.load_config("default"))
+    var = program.variables[0]
+    buf = io.BytesIO()
+    np.save(buf, np.zeros(var.view.shape, np.int8))
+    with zipfile.ZipFile(tmp_path / "state.npz", "w") as z:
+        z.writestr(f"{var.name}.npy", buf.getvalue() + b"JUNK")
+    r = subprocess.run([sys.executable, "-I", "-m", "npu_sim", "run", str(tmp_path / "var.tosa"),
+                        "--state", str(tmp_path / "state.npz"), "--output-dir",
+                        str(tmp_path / "o")], capture_output=True, text=True)
+    assert r.returncode == 2 and "bytes of data, its header declares" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
