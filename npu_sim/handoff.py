@@ -112,8 +112,10 @@ def _streamed(cmd: Compute) -> list[TensorView]:
 
 def _window_rows(cmd: Compute, cost) -> int:
     """Cycles a pool reads ahead of an even pace through its input's rows: each output row
-    needs its window's rows (kernel, and a stride more, taken whole) as it starts."""
-    if cmd.op not in ("max_pool2d", "avg_pool2d"):
+    needs its window's rows (kernel, and a stride more, taken whole) as it starts. A pool of
+    one output row (a global pool) folds its input's rows into its sums in order, as an
+    elementwise chain reads them: nothing ahead."""
+    if cmd.op not in ("max_pool2d", "avg_pool2d") or cmd.outputs["out"].shape[1] == 1:
         return 0
     rows = cmd.inputs["in0"].shape[1]
     return -(-cost.window * (cmd.attrs["kernel"][0] + cmd.attrs["stride"][0]) // rows)

@@ -110,7 +110,8 @@ def test_only_rows_read_in_the_order_they_are_written():
 
 def test_a_pool_reads_its_window_of_rows_ahead():
     """A 2x2 pool starts on an array command's finished rows, a window of rows later than an
-    even pace would; a global pool needs every row at once, so it waits for the whole."""
+    even pace would; a global pool folds each row into its sums as it comes, at an even
+    pace, so it starts earlier still; a 16x16 window strided over 17 rows takes them whole."""
     cfg = api.load_config("default")
     conv = Compute(id=0, unit="mac", op="conv2d",
                    inputs={"ifm": dense(0, 1 << 16, (1, 16, 16, 32), "int8"),
@@ -120,16 +121,20 @@ def test_a_pool_reads_its_window_of_rows_ahead():
                           "input_zp": 0, "weight_zp": 0})
     costs = CostModel(cfg, [])
 
-    def lead(kernel, stride, out_hw):
+    def lead(kernel, stride, out_hw, out_h=None):
         pool = Compute(id=1, deps=(0,), unit="vector", op="avg_pool2d",
                        inputs={"in0": conv.outputs["ofm"]},
-                       outputs={"out": dense(0, 3 << 16, (1, out_hw, out_hw, 32), "int8")},
+                       outputs={"out": dense(0, 3 << 16, (1, out_h or out_hw, out_hw, 32),
+                                             "int8")},
                        attrs={"kernel": kernel, "stride": stride, "pad": (0, 0, 0, 0),
                               "input_zp": 0, "output_zp": 0})
         return handoff(pool, costs.of(pool), conv, costs.of(conv))
 
-    assert 0 < lead((2, 2), (2, 2), 8) < costs.of(conv).window
-    assert lead((16, 16), (1, 1), 1) == 0
+    windowed = lead((2, 2), (2, 2), 8)
+    assert 0 < windowed < costs.of(conv).window
+    assert lead((16, 16), (1, 1), 1) > windowed
+    # two output rows of 15-row windows: each output row needs its window whole
+    assert lead((15, 1), (1, 1), 16, out_h=2) == 0
 
 
 def test_hazard_checker_lets_a_handoff_overlap_and_nothing_else():
