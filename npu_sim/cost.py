@@ -39,6 +39,10 @@ class Cost:
     reread: int = 0            # on-chip bytes read beyond its views' (operands re-streamed)
     traffic: tuple = ()        # (memory id, bytes read, bytes written) of its views
     port_cycles: int = 0       # of busy, the cycles its bytes occupy its ports (0: all of it)
+    # A copy between two external memories: per port of `ports`, the cycles its own memory's
+    # bytes occupy it (the DMA's burst buffer frees the faster one between bursts); () when
+    # every port is held for port_cycles.
+    port_shares: tuple[int, ...] = ()
     # Row handoffs (npu_sim/handoff.py): cycles before the command first reads its streamed
     # operand (the array's first preload), and the cycles over which it reads that operand's
     # rows once, in order, and writes its output's rows finished, in order (0: not in rows).
@@ -177,8 +181,11 @@ class CostModel:
             if v is not None and v.mem:
                 external[v.mem] = external.get(v.mem, 0) + v.burst_bytes()
         # A memory serves its bandwidth to the transfers in flight together: a DMA slower
-        # than the memory holds its port only for the memory's share of its time.
-        port = max((moved / self.mem_bpc[mem] for mem, moved in external.items()), default=0)
+        # than the memory holds its port only for the memory's share of its time. Between two
+        # memories, each port is held for its own bytes: the channel buffers a burst read
+        # from one before writing it to the other, so the slower one sets the pace.
+        shares = {mem: moved / self.mem_bpc[mem] for mem, moved in external.items()}
+        port = max(shares.values(), default=0)
         cycles = max(cycles, port)
         banks = banks_of((src, dst), self.cfg.sram)
         # the banks serve whole words: a run shorter than one (a transpose's gather) costs one
@@ -186,10 +193,12 @@ class CostModel:
                       if v is not None and not v.mem)
         occupied = bank_cycles(on_chip, banks, self.cfg.sram)
         latency = self.mem_latency[src.mem] if src is not None else 0
-        ports = tuple(sorted({v.mem for v in (src, dst) if v is not None and v.mem}))
+        ports = tuple(sorted(external))
         return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(cycles), occupied),
                     ports, latency=latency, banks=banks, bank_cycles=occupied,
-                    port_cycles=math.ceil(port))
+                    port_cycles=math.ceil(port),
+                    port_shares=tuple(math.ceil(shares[m]) for m in ports)
+                    if len(ports) > 1 else ())
 
     def _mac(self, cmd: Compute) -> Cost:
         x = cmd.inputs

@@ -7,7 +7,8 @@ on-chip bytes occupy them, then applies the command to the modelled memories. Ex
 are one-port FIFO resources (Port: simpy.Resource's order of service, with fewer events) and
 banks one-port FCFS reservations, so engines sharing them slow each other; a DMA slower than
 its memory holds the port only for the memory's share of each burst (Cost.port_cycles), so
-transfers on several channels together reach the memory's bandwidth. A few simpy events
+transfers on several channels together reach the memory's bandwidth, and a copy between two
+memories holds each port for its own memory's share (Cost.port_shares). A few simpy events
 per command (its bursts): never per cycle.
 
 An engine yields a timeout only when some other process could act before it ends: when
@@ -318,7 +319,20 @@ class Machine:
                                 crowded = True
                             end[i] = until
                             known[i] = True
-                        if held and hold < length:
+                        if held and type(hold) is tuple:
+                            # between two memories: each port freed once its own memory has
+                            # served the burst's bytes, the faster one first
+                            began = t
+                            for h, k in hold:
+                                t = began + h
+                                if crowded or peek() <= t:
+                                    yield timeout(t)
+                                    crowded = False
+                                elif held[k].queue:
+                                    yield timeout(t)
+                                held[k].release()
+                            held_now = ()
+                        elif held and hold < length:
                             # the memory has served this burst's bytes: others may use it
                             # while the DMA finishes at its own rate
                             t += hold
@@ -385,8 +399,15 @@ def _plan(c: Cost, ports: list) -> tuple:
     busy, occupied = c.busy, c.bank_cycles
     port = c.port_cycles if 0 < c.port_cycles < busy else busy
     n = min(MAX_BURSTS, max(1, busy // BURST_CYCLES))
-    bursts = tuple((busy * (b + 1) // n - busy * b // n, occupied * (b + 1) // n - occupied * b // n,
-                    port * (b + 1) // n - port * b // n) for b in range(n))
+
+    def share(total, b):
+        return total * (b + 1) // n - total * b // n
+    if c.port_shares:       # each port freed after its own share: ((cycles, port index), ...)
+        holds = [tuple(sorted((share(min(s, busy), b), k) for k, s in enumerate(c.port_shares)))
+                 for b in range(n)]
+    else:
+        holds = [share(port, b) for b in range(n)]
+    bursts = tuple((share(busy, b), share(occupied, b), holds[b]) for b in range(n))
     return lead, c.latency, busy, [ports[p] for p in c.ports], c.banks, bursts
 
 

@@ -1,6 +1,7 @@
 """The machine's engines skip the simpy timeouts no other process could act within (the
 module docstring of npu_sim/simulator.py): every command's start and end must be what yielding
 each timeout gives. The reference below is the engine that yields every one."""
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -85,9 +86,17 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
                         until = max(until, booked)
                     if b == bursts - 1:
                         announce(i, until)
+                    length = c.busy * (b + 1) // bursts - c.busy * b // bursts
+                    if c.port_shares:                 # each port for its own memory's share
+                        for h, k in sorted((min(s, c.busy) * (b + 1) // bursts
+                                            - min(s, c.busy) * b // bursts, k)
+                                           for k, s in enumerate(c.port_shares)):
+                            yield env.timeout(now + h - env.now)
+                            ports[c.ports[k]].release()
+                        yield env.timeout(until - env.now)
+                        continue
                     port = c.port_cycles if 0 < c.port_cycles < c.busy else c.busy
                     hold = port * (b + 1) // bursts - port * b // bursts
-                    length = c.busy * (b + 1) // bursts - c.busy * b // bursts
                     if c.ports and hold < length:     # the memory's share of the burst
                         yield env.timeout(hold)
                         for p in c.ports:
@@ -154,6 +163,29 @@ def test_a_memory_serves_its_bandwidth_to_the_transfers_in_flight(dma_rate, ends
     setup = cfg.dma.setup_cycles + cfg.memory_latency_cycles("dram")
     assert tuple(sim.end) == (ends[0] + setup, ends[1] + setup)
     _same_schedule(program, cfg)
+
+
+def test_a_copy_between_two_memories_holds_each_port_for_its_own_bytes():
+    # edge-256: 8 KiB from flash (1 B/cycle) into system SRAM (8 B/cycle) beside a 64 KiB load
+    # from system SRAM on the other channel. The copy needs SRAM's port for an eighth of its
+    # time, so the load is delayed by at most that, not by the copy's whole transfer.
+    cfg = api.load_config("edge-256")
+
+    def run(cmds):
+        program = Program(["system_sram", "flash"], [1 << 20] * 3, cmds, [], [], [],
+                          [Layer("x", ["COPY"], "dma")])
+        _same_schedule(program, cfg)
+        return Machine(program, cfg).run(compute_values=False).end.tolist()
+
+    copy = DmaCopy(id=0, layer=0, channel=0, src=dense(2, 0, (8, 1024), "int8"),
+                   dst=dense(1, 1 << 18, (8, 1024), "int8"))
+    load = DmaCopy(id=1, layer=0, channel=1, src=dense(1, 0, (64, 1024), "int8"),
+                   dst=dense(0, 0, (64, 1024), "int8"))
+    alone_copy, = run([copy])
+    alone_load, = run([dataclasses.replace(load, id=0)])
+    copy_end, load_end = run([copy, load])
+    assert alone_load < load_end <= alone_load + 8192 // 8
+    assert alone_copy <= copy_end < alone_copy + 8192
 
 
 @pytest.fixture(scope="module")
