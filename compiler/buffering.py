@@ -13,23 +13,19 @@ weights memory catch up); its loads then take fewer cycles, on the feature maps'
 so the weights' queue stays free for the weights memory. Only as many as bring the
 reader's loads down to its compute: more would gain nothing.
 
-A copy passes through two small bounce buffers on chip (one where a step leaves room for
-only one: a copy's setup and latency then wait for the one before), reserved over the idle
-steps like a staged constant (compiler/prefetch.py): one DMA copy from one external memory
-to another would hold the faster memory's port at the slower one's rate (npu_sim/cost.py),
-and those steps keep that port busy. Its room in the feature-map memory is reserved, beside
-the feature maps, from the first idle step to the reader.
+A copy goes from the weights memory straight to the feature-map memory, CHUNK bytes at a
+time on the constants' queue: the DMA channel buffers each burst, so each memory's port is
+held for its own bytes (npu_sim/cost.py), and the copy needs no room on chip. Its room in the
+feature-map memory is reserved, beside the feature maps, from the step it is copied in to the
+reader; where the feature maps leave room for only some of the boxes, those are copied.
 
-Copies queued between steps run over a stretch of steps that load no weights and whose
-bounce buffers fit in one place. What no stretch takes rides inside single steps instead
-(`riders`): the copies go among the step's own tiles, between one tile's loads and the
-next's, in bounce buffers reserved for that step alone, where its working set leaves the
-room or a tiling in a little less room costs it at most REPLAN_COST more; as many as the
-weights memory idles through the step by its estimate (all of it in a step that loads no
-weights, as a MobileNetV2's 1x1 convs whose weights are staged on chip; in one that does,
-what its busiest lane's transfers or RIDE_COMPUTE of its compute leave beside its own
-loads). Weights whose leading rows are staged (MobileNetV2's classifier) are buffered too,
-all but those rows.
+Copies queued between steps run over a stretch of steps that load no weights. What no
+stretch takes rides inside single steps instead (`riders`): the copies go among the step's
+own tiles, between one tile's loads and the next's, as many as the weights memory idles
+through the step by its estimate (all of it in a step that loads no weights, as a
+MobileNetV2's 1x1 convs whose weights are staged on chip; in one that does, what its busiest
+lane's transfers or RIDE_COMPUTE of its compute leave beside its own loads). Weights whose
+leading rows are staged (MobileNetV2's classifier) are buffered too, all but those rows.
 
 A reader served from both memories gets a third tile buffer for its weights where its plan
 leaves the room (`third_buffer`, taken by Lowering.plan, so that prefetch, this planning and
@@ -40,29 +36,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npu_sim.isa.errors import DoesNotFitError
-
 from .allocate import align
 from .prefetch import TILED, book_idle
 from .tiling import iterate_tiles
 
-MIN_CHUNK = 1024            # bytes of a bounce buffer, at least: two fit beside any vector step
-MAX_CHUNK = 8192            # and at most: larger chunks only save a few DMA setups
+CHUNK = 8192                # bytes per copy (a box's row at least): larger ones save only a
+                            # few DMA setups, and hold the constants' queue longer
 MARGIN = 0.9                # of an idle stretch's estimated cycles, the share it books
-REPLAN_COST = 0.05          # of a rider's host step's estimate, what room for its bounce may cost
 RIDE_COMPUTE = 0.9          # of a step's estimated compute, riders may count on beside its loads
-ONE_BOUNCE = True           # riders may pass through one bounce buffer where two do not fit
 
 
 @dataclass(frozen=True)
 class Buffered:
     """A preload (compiler/lower.py): boxes of a constant copied into their room in the
-    feature-map memory (Placement.buffered), `chunk` bytes at a time through `buffers`
-    on-chip bounce buffers at `bounce`."""
+    feature-map memory (Placement.buffered), `chunk` bytes at a time."""
     boxes: tuple
-    bounce: int
     chunk: int
-    buffers: int = 2
 
 
 def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cost) -> dict:
@@ -73,25 +62,20 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
     slow, fast = memory_cost(placement.weights_id), memory_cost(placement.fm_id)
     if placement.weights_id == placement.fm_id or not fast < slow:
         return {}
-    n, onchip = len(steps), placement.onchip_size
+    n = len(steps)
     apart = lowering.channels > 1       # the constants' DMA queue is theirs alone
-    need, idle, quiet = [0] * n, [0.0] * n, [True] * n
+    idle, quiet = [0.0] * n, [True] * n
     loads: dict[int, tuple] = {}    # reader -> (plan, weights' lane, floor, constant, _boxes())
     readers: dict[str, set[int]] = {}
     for i, step in enumerate(steps):
         for name in step.inputs:
             readers.setdefault(placement.root(name), set()).add(i)
     for i, step in enumerate(steps):
-        budget = placement.workspaces[i][1]
-        if step.kind == "dma":
-            need[i] = lowering.staging_need(step, budget)
         if step.kind not in TILED:
             continue
-        space, _, _, plan = lowering.plan(step, budget)
+        space, _, _, plan = lowering.plan(step, placement.workspaces[i][1])
         if plan is None:
-            need[i] = onchip
             continue
-        need[i] = plan.working_set
         slow_loads, weights, others = _weights_lane(space, plan, placement, slow)
         heaviest = (0, None, None)
         for opnd, boxes, moved in weights:
@@ -125,8 +109,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         for name, reader, part in items:
             book_idle(idle, max(start, 0), reader,
                       preload_bytes(graph, placement, name, part) * slow)
-    ceiling = [onchip - need[j] for j in range(n)]
-    riders = _Riders(steps, placement, lowering, idle, ceiling, slow + fast)
+    riders = _Riders(placement, idle, slow + fast)
     for reader, (plan, lane, floor, name, boxes) in sorted(loads.items()):
         if name in outputs or name in placement.pack_of:
             continue
@@ -141,14 +124,11 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         value = sum(nbytes * count for nbytes, count in boxes.values())
         wanted = min((lane - floor) / (slow - fast), room * value / copied)
         chosen = list(_spread(boxes, wanted))
-        row = _row_bytes(boxes)                 # a chunk copies whole rows of a box
-        for first, last, chunk in _stretches(placement, ceiling, idle, quiet, reader):
-            if chunk < row:
-                continue
-            # Each step's share is queued with its commands (after the step before, in the
-            # bounce buffers' room from then on), so the copies keep pace with the steps: the
-            # ones after the stretch, whose buffers may take that room, need not wait for
-            # them, nor the preloads planned after later steps queue behind all of them.
+        chunk = max(CHUNK, _row_bytes(boxes))   # a chunk copies whole rows of a box
+        for first, last in _stretches(idle, quiet, reader):
+            # Each step's share is queued with its commands (after the step before), so the
+            # copies keep pace with the steps: the preloads planned after later steps need not
+            # queue behind all of them.
             portions, size, room = [], 0, 0.0
             for j in range(first + 1, last + 1):
                 room += idle[j] * MARGIN / (slow + fast)
@@ -158,19 +138,20 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
                     take.append(chosen.pop(0))
                 if take:
                     portions.append((j - 1, tuple(take)))
-            if not portions or not placement.buffer(
-                    name, sum((take for _, take in portions), ()), first, reader):
+            taken = sum((take for _, take in portions), ())
+            if not taken:
                 continue
-            bounce = placement.reserve(2 * chunk, first, last, min(ceiling[first:last + 1]),
-                                       commit=True)
+            if not placement.buffer(name, taken, first, reader):
+                chosen[:0] = taken                # left to the riders
+                continue
             book_idle(idle, first + 1, last + 1, size * (slow + fast))
             for j, take in portions:
-                preloads.setdefault(j, []).append((name, reader, Buffered(take, bounce, chunk)))
+                preloads.setdefault(j, []).append((name, reader, Buffered(take, chunk)))
         for j in range(reader):
             if not chosen:
                 break
             if idle[j] > 0:
-                riders.ride(j, name, reader, boxes, chosen, max(MIN_CHUNK, row))
+                riders.ride(j, name, reader, boxes, chosen, chunk)
     for staged in preloads.values():          # a queue carries them in the order they are read
         staged.sort(key=lambda item: item[1])
     return riders.copies
@@ -239,66 +220,28 @@ def _other_lane(space, plan, placement, others) -> float:
 
 class _Riders:
     """The copies riding inside single steps (plan_buffering()): step -> (constant, reader,
-    Buffered), booked against each step's idle time and its on-chip room (`ceiling`)."""
+    Buffered), booked against each step's idle time."""
 
-    def __init__(self, steps, placement, lowering, idle: list[float], ceiling: list[int],
-                 per_byte: float):
-        self.steps, self.placement, self.lowering = steps, placement, lowering
-        self.idle, self.ceiling, self.per_byte = idle, ceiling, per_byte
+    def __init__(self, placement, idle: list[float], per_byte: float):
+        self.placement, self.idle, self.per_byte = placement, idle, per_byte
         self.copies: dict[int, list] = {}
-        self.refused: set = set()       # (step, its room, bounce bytes) no smaller tiles fit
 
-    def ride(self, j: int, name: str, reader: int, boxes, chosen: list, least: int) -> None:
+    def ride(self, j: int, name: str, reader: int, boxes, chosen: list, chunk: int) -> None:
         """Buffer the first of the `chosen` boxes that step `j` has idle time for among its
-        own tiles, in bounce buffers of its own of `least` bytes or more; what it cannot take
-        stays chosen."""
-        placement, ceiling = self.placement, self.ceiling
+        own tiles, as many as the feature maps leave room for until the reader; what it
+        cannot take stays chosen."""
         room, size, take = self.idle[j] * MARGIN / self.per_byte, 0, []
         while chosen and size + boxes[chosen[0]][0] <= room:
             size += boxes[chosen[0]][0]
             take.append(chosen.pop(0))
+        while take and not self.placement.buffer(name, tuple(take), j, reader):
+            keep = len(take) // 2
+            chosen[:0] = take[keep:]
+            del take[keep:]
         if not take:
             return
-        chunk = max(MAX_CHUNK, least)
-        while chunk > least and placement.reserve(2 * chunk, j, j, ceiling[j],
-                                                  commit=False) is None:
-            chunk = max(chunk // 2, least)
-        limit, slower, count = ceiling[j], 0.0, 2
-        if placement.reserve(2 * chunk, j, j, limit, commit=False) is None:
-            if ONE_BOUNCE and placement.reserve(chunk, j, j, limit, commit=False) is not None:
-                count = 1           # each copy's setup and latency then wait for the one before
-            else:
-                limit, slower = self._bounce_room(j, 2 * chunk)
-        if limit is None or not placement.buffer(name, tuple(take), j, reader):
-            chosen[:0] = take
-            return
-        ceiling[j] = limit
-        bounce = placement.reserve(count * chunk, j, j, limit, commit=True)
-        self.idle[j] -= size * self.per_byte + slower
-        self.copies.setdefault(j, []).append((name, reader,
-                                              Buffered(tuple(take), bounce, chunk, count)))
-
-    def _bounce_room(self, j: int, size: int) -> tuple[int | None, float]:
-        """(the limit under which `size` bytes of bounce buffers fit on chip during step `j`
-        once its tiles take `size` bytes less room, the cycles its estimate grows by), where
-        it grows by at most REPLAN_COST; else (None, 0)."""
-        budget = self.placement.workspaces[j][1]
-        key = (j, budget, size)
-        if key in self.refused:
-            return None, 0.0
-        step, lowering = self.steps[j], self.lowering
-        plan = lowering.plan(step, budget)[3]
-        try:
-            smaller = None if plan is None or size >= budget else \
-                lowering.plan(step, budget - size)[3]
-        except DoesNotFitError:                 # too many tiles in that little room
-            smaller = None
-        if smaller is not None and smaller.cost <= plan.cost * (1 + REPLAN_COST):
-            limit = self.placement.onchip_size - smaller.working_set
-            if self.placement.reserve(size, j, j, limit, commit=False) is not None:
-                return limit, max(0.0, smaller.cost - plan.cost)
-        self.refused.add(key)
-        return None, 0.0
+        self.idle[j] -= sum(boxes[box][0] for box in take) * self.per_byte
+        self.copies.setdefault(j, []).append((name, reader, Buffered(tuple(take), chunk)))
 
 
 def _row_bytes(boxes: dict[tuple, list[int]]) -> int:
@@ -352,27 +295,19 @@ def _spread(boxes: dict[tuple, list[int]], wanted: float):
             yield box
 
 
-def _stretches(placement, ceiling: list[int], idle: list[float], quiet: list[bool],
-               reader: int):
-    """(first, last, chunk) of each run of steps before `reader`, earliest first, that load
-    nothing from the weights memory and over which two bounce buffers of `chunk` bytes fit on
-    chip beside the steps' working sets, with idle time for the weights memory."""
-    def fits(size, a, b):
-        return all(quiet[a:b + 1]) and placement.reserve(
-            size, a, b, min(ceiling[a:b + 1]), commit=False) is not None
+def _stretches(idle: list[float], quiet: list[bool], reader: int):
+    """(first, last) of each run of steps before `reader`, earliest first, that load nothing
+    from the weights memory, with idle time for it."""
     a = 0
     while a < reader:
-        if not fits(2 * MIN_CHUNK, a, a):
+        if not quiet[a]:
             a += 1
             continue
         b = a
-        while b + 1 < reader and fits(2 * MIN_CHUNK, a, b + 1):
+        while b + 1 < reader and quiet[b + 1]:
             b += 1
         if sum(idle[a:b + 1]) > 0:
-            chunk = MIN_CHUNK
-            while chunk < MAX_CHUNK and fits(4 * chunk, a, b):
-                chunk *= 2
-            yield a, b, chunk
+            yield a, b
         a = b + 1
 
 

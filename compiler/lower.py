@@ -135,21 +135,15 @@ class Lowering:
         self._ride(chunks, len(chunks), 0)
 
     def _buffer_chunks(self, name: str, part: Buffered):
-        """(src, bounce, dst) of each chunk of a buffered constant's boxes, its on-chip
-        bounce buffers in turn; both copies go on the constants' queue. A copy from one
-        external memory to another would hold the faster one's port at the slower one's
-        rate; through the buffer each memory's port is held for its own bytes."""
-        home, k = self.p.home(name), 0
+        """(src, dst) of each chunk of a buffered constant's boxes: whole rows of a box, at
+        most `part.chunk` bytes unless one row is more."""
+        home = self.p.home(name)
         for box in part.boxes:
             src, dst = box_view(home, box), self.p.buffered[name, box]
             rows = max(1, part.chunk * dst.shape[0] // dst.nbytes)
             for first in range(0, dst.shape[0], rows):
                 count = min(rows, dst.shape[0] - first)
-                piece = _rows(dst, 0, first, count)
-                bounce = dense(ONCHIP, part.bounce + k % part.buffers * part.chunk, piece.shape,
-                               piece.dtype)
-                yield _rows(src, 0, first, count), bounce, piece
-                k += 1
+                yield _rows(src, 0, first, count), _rows(dst, 0, first, count)
 
     def _preload_queues(self) -> list[int]:
         """The queues a long preload's chunks take in turn: the constants' and those no role
@@ -208,10 +202,9 @@ class Lowering:
         own, queue = self.em.layer, self._channel("const")
         self.em.prefetching = True
         try:
-            for layer, (src, bounce, piece) in chunks[sent:upto]:
+            for layer, (src, dst) in chunks[sent:upto]:
                 self.em.layer = layer
-                self.em.copy(src, bounce, queue)
-                self.em.copy(bounce, piece, queue)
+                self.em.copy(src, dst, queue)
         finally:
             self.em.layer, self.em.prefetching = own, False
         return max(sent, upto)

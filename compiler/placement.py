@@ -199,17 +199,6 @@ class Placement:
         self._raise_floors(first, last, align(addr + sum(sizes)))
         return True
 
-    def reserve(self, size: int, first: int, last: int, limit: int, commit: bool) -> int | None:
-        """On-chip room for `size` bytes of buffers over steps [first, last], ending at or
-        below `limit` (its address, or None); with `commit`, taken from those steps'
-        workspaces."""
-        if not commit:
-            return self._resident.find(size, first, last, limit)
-        addr = self._resident.place(size, first, last, limit)
-        if addr is not None:
-            self._raise_floors(first, last, align(addr + size))
-        return addr
-
     def buffer(self, name: str, boxes, first: int, last: int) -> bool:
         """Reserve room in the feature-map memory over steps [first, last] for dense copies
         of `boxes` of constant `name`, laid out one after another; False when it does not

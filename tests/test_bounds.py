@@ -99,14 +99,14 @@ def test_weights_buffered_apart_run_further_ahead_than_the_on_chip_buffer():
     from npu_sim import api, zoo
     from npu_sim.bounds import lookahead
     from npu_sim.compiler.loader import load_bytes
-    from npu_sim.isa.commands import ONCHIP, DmaCopy
+    from npu_sim.isa.commands import DmaCopy
 
     cfg = api.load_config("edge-256")
     tosa = zoo.build("transformer", tokens=64, d_model=256, heads=4, d_ff=1024, layers=2)[0]
     program = api.compile_model(load_bytes(tosa, "t.tosa"), cfg)
-    sram = program.memories.index("system_sram") + 1
+    flash, sram = (program.memories.index(m) + 1 for m in ("flash", "system_sram"))
     parked = sum(c.dst.nbytes for c in program.commands if isinstance(c, DmaCopy)
-                 and c.src.mem == ONCHIP and c.dst.mem == sram and c.channel == 1)
+                 and c.src.mem == flash and c.dst.mem == sram)
     assert parked > cfg.sram.size
     assert lookahead(cfg, "flash") == cfg.sram.size + cfg.memories["system_sram"].size
     assert lookahead(cfg, "system_sram") == cfg.sram.size

@@ -1,7 +1,7 @@
 """Weight buffering (compiler/buffering.py): on edge-256, boxes of a weight-heavy layer's
-weights are copied from flash into free system SRAM, through on-chip bounce buffers, while the
-layer norms and the softmax before it leave flash idle; its loads of them then come from
-system SRAM. Compared with the same compiler without it, bit-exact and faster."""
+weights are copied from flash straight into free system SRAM while the layer norms and the
+softmax before it leave flash idle; its loads of them then come from system SRAM. Compared
+with the same compiler without it, bit-exact and faster."""
 import numpy as np
 
 from npu_sim import api, zoo
@@ -20,9 +20,9 @@ def test_weights_buffered_in_system_sram_during_flash_idle_steps(monkeypatch):
     program = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
     flash, sram = (program.memories.index(m) + 1 for m in ("flash", "system_sram"))
     copies = [c for c in program.commands if isinstance(c, DmaCopy)]
-    staged = {c.dst.addr for c in copies if c.src.mem == 0 and c.dst.mem == sram
-              and c.channel == 1}        # bounce buffer -> system SRAM, on the weights' queue
-    assert staged and any(c.src.mem == flash and c.dst.mem == 0 for c in copies)
+    staged = {c.dst.addr for c in copies if c.src.mem == flash and c.dst.mem == sram
+              and c.channel == 1}        # flash -> system SRAM, on the weights' queue
+    assert staged
     # the reader (a MAC layer) loads those copies from system SRAM, on the feature maps'
     # queue: the weights' queue stays free for flash
     mac_layers = {i for i, layer in enumerate(program.layers) if layer.unit == "mac"}
@@ -73,7 +73,7 @@ def test_weights_ride_among_the_tiles_of_steps_leaving_flash_idle(monkeypatch):
     position = {c.id: k for k, c in enumerate(program.commands)}
     hosts = set()
     for copy in program.commands:
-        if not (isinstance(copy, DmaCopy) and copy.src.mem == 0 and copy.dst.mem == sram):
+        if not (isinstance(copy, DmaCopy) and copy.src.mem == flash and copy.dst.mem == sram):
             continue
         before = [c for c in computes if position[c.id] < position[copy.id]]
         after = [c for c in computes if position[c.id] > position[copy.id]]
@@ -99,18 +99,17 @@ def test_weights_ride_among_the_tiles_of_steps_leaving_flash_idle(monkeypatch):
     assert api.simulate(plain, cfg, timing_only=True).report.cycles > buffered.report.cycles
 
 
-def test_buffered_chunks_fit_their_bounce_buffers_and_skip_staged_rows(monkeypatch):
-    """Every chunk copied through a bounce buffer fits it (the classifier's 1,280-byte rows
-    are longer than the smallest chunk), and a constant whose leading rows are staged on chip
-    is buffered, all but those rows."""
+def test_buffered_chunks_copy_whole_rows_and_skip_staged_rows(monkeypatch):
+    """Every chunk copies whole rows of its box, within its size, and a constant whose leading
+    rows are staged on chip is buffered, all but those rows."""
     tosa, cfg = _mobilenet_on_edge()
     chunks, buffered, placements = [], [], []
     real_chunks, real_buffer = Lowering._buffer_chunks, Placement.buffer
 
     def spy_chunks(self, name, part):
-        for src, bounce, piece in real_chunks(self, name, part):
-            chunks.append((piece.nbytes, part.chunk))
-            yield src, bounce, piece
+        for src, piece in real_chunks(self, name, part):
+            chunks.append((piece.nbytes, part.chunk, src.shape[1:] == piece.shape[1:]))
+            yield src, piece
 
     def spy_buffer(self, name, boxes, first, last):
         placements.append(self)
@@ -119,8 +118,8 @@ def test_buffered_chunks_fit_their_bounce_buffers_and_skip_staged_rows(monkeypat
     monkeypatch.setattr(Lowering, "_buffer_chunks", spy_chunks)
     monkeypatch.setattr(Placement, "buffer", spy_buffer)
     api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
-    assert chunks and all(nbytes <= chunk for nbytes, chunk in chunks)
-    assert any(nbytes > 1024 for nbytes, _ in chunks)
+    assert chunks and all(nbytes <= chunk and rows for nbytes, chunk, rows in chunks)
+    assert any(nbytes > 1024 for nbytes, _, _ in chunks)
     placement = placements[0]
     staged = [(name, box) for name, box in buffered if name in placement.prefixes]
     assert staged
@@ -246,27 +245,36 @@ def test_copies_ride_beside_the_weight_loads_of_compute_bound_steps(monkeypatch)
     assert run.report.cycles < 0.997 * api.simulate(beside, cfg, timing_only=True).report.cycles
 
 
-def test_copies_ride_through_one_bounce_buffer_where_two_do_not_fit(monkeypatch):
-    """Where a step's tiles leave room on chip for one bounce buffer but not two, copies ride
-    through that one (each waits for the one before to leave it): every chunk of such a rider
-    passes the same buffer, bit-exact, and the run is faster than without those riders."""
-    tosa = zoo.build("mobilenet_v2", width=0.5, resolution=128, num_classes=100)[0]
-    cfg = api.load_config("edge-256")
-    single = []
-    real_chunks = Lowering._buffer_chunks
+class _Room:
+    """A feature-map memory with room for `boxes` boxes at most, whatever the steps."""
 
-    def spy(self, name, part):
-        for src, bounce, piece in real_chunks(self, name, part):
-            if part.buffers == 1:
-                single.append(bounce.addr - part.bounce)
-            yield src, bounce, piece
-    monkeypatch.setattr(Lowering, "_buffer_chunks", spy)
-    program = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
-    assert single and set(single) == {0}
-    run, _ = _exact(tosa, program, cfg, seed=7)
-    monkeypatch.setattr(buffering, "ONE_BOUNCE", False)
-    two = api.compile_model(load_bytes(tosa, "net.tosa"), cfg)
-    assert run.report.cycles < api.simulate(two, cfg, timing_only=True).report.cycles
+    def __init__(self, boxes: int):
+        self.boxes, self.calls = boxes, []
+
+    def buffer(self, name, boxes, first, last):
+        self.calls.append(len(boxes))
+        return len(boxes) <= self.boxes
+
+
+def test_a_rider_takes_what_the_feature_maps_leave_room_for():
+    """Where the feature maps leave room for fewer boxes than a step's idle time copies, the
+    step takes the first of them that fit (halving), and the rest stay chosen, in order, for
+    the steps after it."""
+    boxes = {((k, 1),): [1024, 1] for k in range(8)}
+    chosen = list(boxes)
+    room = _Room(3)
+    riders = buffering._Riders(room, [1e9], 1.0)
+    riders.ride(0, "w", 5, boxes, chosen, buffering.CHUNK)
+    assert room.calls == [8, 4, 2]
+    (name, reader, part), = riders.copies[0]
+    assert (name, reader, part.boxes) == ("w", 5, tuple(list(boxes)[:2]))
+    assert chosen == list(boxes)[2:]
+    assert riders.idle[0] == 1e9 - 2 * 1024
+    riders.ride(0, "w", 5, boxes, chosen, buffering.CHUNK)      # six left: three fit
+    assert room.calls[3:] == [6, 3] and riders.copies[0][1][2].boxes == tuple(list(boxes)[2:5])
+    nothing = buffering._Riders(_Room(0), [1e9], 1.0)
+    nothing.ride(0, "w", 5, boxes, chosen, buffering.CHUNK)
+    assert not nothing.copies and chosen == list(boxes)[5:] and nothing.idle == [1e9]
 
 
 class _Staging:

@@ -512,7 +512,7 @@ def _stores_and_what_is_queued_ahead(program):
         if not (isinstance(store, DmaCopy) and store.src.mem == ONCHIP and store.dst.mem != ONCHIP):
             continue
         computes = [d for d in store.deps if not isinstance(cmds[d], DmaCopy)]
-        if not computes:          # a weight buffered in system SRAM, from its bounce buffer
+        if not computes:          # no compute wrote it: not a tile's output
             continue
         root = max(computes)
         late, queues, ahead = {root}, set(), []

@@ -39,8 +39,9 @@ RESOURCES = [
 # is not the simulator (contention, burst order), so a plan it prefers can lose a little.
 # Which cases reach it: the arrays below (16x64 +1.08%, 16x32 +0.80%: weight buffering's
 # estimates stage and buffer the last layers' weights differently per array); the resource
-# steps below are monotone today (the closest was mac_array.ports.outputs 32 -> 128 B/cycle
-# at +0.4%, once).
+# steps below are monotone but one: mac_array.ports.outputs 8 -> 32 B/cycle at +0.05%, where
+# the program is bound by flash and the port matters only below 8 B/cycle (32 -> 128 had
+# reached +0.4%, once).
 RECOMPILED_TOLERANCE = 0.015
 
 
@@ -64,7 +65,7 @@ def test_same_program_never_costs_cycles_on_more_resources(edge, edge_program, k
 
 @pytest.mark.parametrize("key,values", [
     ("memories.flash.bandwidth_gbps", [0.25, 1.0, 4.0]), ("dma.bytes_per_cycle", [2, 16]),
-    ("mac_array.ports.activations", [8, 32, 64]), ("mac_array.ports.outputs", [8, 32, 128]),
+    ("mac_array.ports.activations", [8, 32, 64]), ("mac_array.ports.outputs", [2, 32, 128]),
     ("sram.size", ["32 KiB", "64 KiB", "128 KiB", "512 KiB"]), ("vector_unit.lanes", [4, 64])])
 def test_recompiled_for_more_resources_costs_at_most_the_tolerance(edge, key, values):
     cycles = [_cycles(edge.with_overrides({key: v})).cycles for v in values]
