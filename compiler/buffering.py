@@ -109,7 +109,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
         for name, reader, part in items:
             book_idle(idle, max(start, 0), reader,
                       preload_bytes(graph, placement, name, part) * slow)
-    riders = _Riders(placement, idle, slow + fast)
+    riders = _Riders(placement, idle, slow)
     for reader, (plan, lane, floor, name, boxes) in sorted(loads.items()):
         if name in outputs or name in placement.pack_of:
             continue
@@ -119,7 +119,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             continue
         # as many boxes as bring the reader's loads down to its compute, by its estimate, or
         # as the idle steps before it load; spread over all its loads
-        room = sum(idle[:reader]) * MARGIN / (slow + fast)
+        room = sum(idle[:reader]) * MARGIN / slow
         copied = sum(nbytes for nbytes, _ in boxes.values())
         value = sum(nbytes * count for nbytes, count in boxes.values())
         wanted = min((lane - floor) / (slow - fast), room * value / copied)
@@ -131,7 +131,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             # queue behind all of them.
             portions, size, room = [], 0, 0.0
             for j in range(first + 1, last + 1):
-                room += idle[j] * MARGIN / (slow + fast)
+                room += idle[j] * MARGIN / slow
                 take = []
                 while chosen and size + boxes[chosen[0]][0] <= room:
                     size += boxes[chosen[0]][0]
@@ -144,7 +144,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             if not placement.buffer(name, taken, first, reader):
                 chosen[:0] = taken                # left to the riders
                 continue
-            book_idle(idle, first + 1, last + 1, size * (slow + fast))
+            book_idle(idle, first + 1, last + 1, size * slow)
             for j, take in portions:
                 preloads.setdefault(j, []).append((name, reader, Buffered(take, chunk)))
         for j in range(reader):
