@@ -40,8 +40,8 @@ class Cost:
     traffic: tuple = ()        # (memory id, bytes read, bytes written) of its views
     port_cycles: int = 0       # of busy, the cycles its bytes occupy its ports (0: all of it)
     # A copy between two external memories: per port of `ports`, the cycles its own memory's
-    # bytes occupy it (the DMA's burst buffer frees the faster one between bursts); () when
-    # every port is held for port_cycles.
+    # bytes occupy it (the DMA's burst buffer frees the faster one within each burst, once
+    # its share is written); () when every port is held for port_cycles.
     port_shares: tuple[int, ...] = ()
     # Row handoffs (npu_sim/handoff.py): cycles before the command first reads its streamed
     # operand (the array's first preload), and the cycles over which it reads that operand's
@@ -193,7 +193,8 @@ class CostModel:
                       if v is not None and not v.mem)
         occupied = bank_cycles(on_chip, banks, self.cfg.sram)
         latency = self.mem_latency[src.mem] if src is not None else 0
-        ports = tuple(sorted(external))
+        # the slower memory's port first: a copy waiting for it holds no other
+        ports = tuple(sorted(external, key=lambda m: (-shares[m], m)))
         return Cost(self.cfg.dma.setup_cycles + latency, max(1, math.ceil(cycles), occupied),
                     ports, latency=latency, banks=banks, bank_cycles=occupied,
                     port_cycles=math.ceil(port),

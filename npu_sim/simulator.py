@@ -392,7 +392,9 @@ class Machine:
 
 def _plan(c: Cost, ports: list) -> tuple:
     """(setup beyond the latency, latency, busy cycles, the Ports it holds, banks, bursts) of a
-    cost, bursts as (cycles, bank cycles) each, or None when it holds neither ports nor banks."""
+    cost, bursts as (cycles, bank cycles, port cycles) each, or None when it holds neither
+    ports nor banks; a copy between two memories has its port cycles as ((cycles, index in
+    the Ports), ...), shortest first."""
     lead = c.setup - c.latency
     if not c.ports and not c.bank_cycles:
         return lead, c.latency, c.busy, (), (), None
@@ -402,9 +404,9 @@ def _plan(c: Cost, ports: list) -> tuple:
 
     def share(total, b):
         return total * (b + 1) // n - total * b // n
-    if c.port_shares:       # each port freed after its own share: ((cycles, port index), ...)
-        holds = [tuple(sorted((share(min(s, busy), b), k) for k, s in enumerate(c.port_shares)))
-                 for b in range(n)]
+    if c.port_shares:       # each port freed after its own share, within its burst
+        holds = [tuple(sorted((min(share(s, b), share(busy, b)), k)
+                              for k, s in enumerate(c.port_shares))) for b in range(n)]
     else:
         holds = [share(port, b) for b in range(n)]
     bursts = tuple((share(busy, b), share(occupied, b), holds[b]) for b in range(n))

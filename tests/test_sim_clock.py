@@ -88,8 +88,8 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
                         announce(i, until)
                     length = c.busy * (b + 1) // bursts - c.busy * b // bursts
                     if c.port_shares:                 # each port for its own memory's share
-                        for h, k in sorted((min(s, c.busy) * (b + 1) // bursts
-                                            - min(s, c.busy) * b // bursts, k)
+                        for h, k in sorted((min(s * (b + 1) // bursts - s * b // bursts,
+                                                length), k)
                                            for k, s in enumerate(c.port_shares)):
                             yield env.timeout(now + h - env.now)
                             ports[c.ports[k]].release()
