@@ -141,7 +141,7 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
             taken = sum((take for _, take in portions), ())
             if not taken:
                 continue
-            if not placement.buffer(name, taken, first, reader):
+            if not placement.buffer(name, taken, portions[0][0], reader):
                 chosen[:0] = taken                # left to the riders
                 continue
             book_idle(idle, first + 1, last + 1, size * slow)
