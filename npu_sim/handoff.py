@@ -15,9 +15,12 @@ array's first preload, which needs only the weights), it suffices that the consu
 the first row it shares with the producer no earlier than the producer finishes it, and the
 last no earlier than the producer's end (the machine applies a command's results at its end,
 so the consumer must end after it): a command reading all of an array command's rows starts
-up to lead_in + min(both windows) before that one ends. Everything else still waits for
-whole commands: a MAC command's weights, windowed or strided reads, and any other overlap of
-the two commands' operands, but writes that the timing keeps after the producer's reads.
+up to lead_in + min(both windows) before that one ends. A pool or a windowed convolution
+reads a window of rows ahead of that pace (its kernel's rows and a stride), as Ethos-U
+counts a kernel's rows in its block dependencies. Everything else still waits for whole
+commands: a MAC command's weights, a depthwise convolution's taps, views not walked row
+after row, and any other overlap of the two commands' operands, but writes that the timing
+keeps after the producer's reads.
 """
 from __future__ import annotations
 
@@ -95,14 +98,13 @@ def _spans(cmd: Compute) -> list[tuple[TensorView, bool, int, int, int]]:
 
 def _streamed(cmd: Compute) -> list[TensorView]:
     """The operands a command reads row by row, in order, as it starts: the array's
-    activations of a 1x1 convolution or a matmul (not its weights, preloaded whole), any
-    data input of an elementwise chain, a reduction or a pool (a window of rows ahead)."""
+    activations of a matmul or a 2-D convolution (not its weights, preloaded whole; a
+    windowed one a window of rows ahead), any data input of an elementwise chain, a reduction
+    or a pool (a window of rows ahead)."""
     if cmd.unit == "mac":
         if cmd.op == "matmul":
             return [cmd.inputs["a"]]
-        w = cmd.inputs.get("weights")
-        if cmd.op == "conv2d" and w.shape[1:3] == (1, 1) and \
-                tuple(cmd.attrs.get("stride", (1, 1))) == (1, 1) and not any(cmd.attrs.get("pad", ())):
+        if cmd.op == "conv2d":
             return [cmd.inputs["ifm"]]
         return []
     if cmd.op in ("elementwise", "reduce", "max_pool2d", "avg_pool2d"):
@@ -111,14 +113,26 @@ def _streamed(cmd: Compute) -> list[TensorView]:
 
 
 def _window_rows(cmd: Compute, cost) -> int:
-    """Cycles a pool reads ahead of an even pace through its input's rows: each output row
-    needs its window's rows (kernel, and a stride more, taken whole) as it starts. A pool of
-    one output row (a global pool) folds its input's rows into its sums in order, as an
-    elementwise chain reads them: nothing ahead."""
-    if cmd.op not in ("max_pool2d", "avg_pool2d") or cmd.outputs["out"].shape[1] == 1:
+    """Cycles a pool or a convolution reads ahead of an even pace through its input's rows:
+    each output row needs its window's rows (kernel, and a stride more, taken whole) as it
+    starts (a convolution's first fold streams its output rows in order). A pool of one
+    output row (a global pool) folds its input's rows into its sums in order, as an
+    elementwise chain reads them: nothing ahead; so does a 1x1 convolution of stride 1."""
+    if cmd.op in ("max_pool2d", "avg_pool2d"):
+        if cmd.outputs["out"].shape[1] == 1:
+            return 0
+        window, stride, rows = cmd.attrs["kernel"][0], cmd.attrs["stride"][0], \
+            cmd.inputs["in0"].shape[1]
+    elif cmd.unit == "mac" and cmd.op == "conv2d":
+        kernel = cmd.inputs["weights"].shape[1]             # OHWI
+        stride = tuple(cmd.attrs.get("stride", (1, 1)))[0]
+        window = (kernel - 1) * tuple(cmd.attrs.get("dilation", (1, 1)))[0] + 1
+        if window == 1 and stride == 1:
+            return 0
+        rows = cmd.inputs["ifm"].shape[1]
+    else:
         return 0
-    rows = cmd.inputs["in0"].shape[1]
-    return -(-cost.window * (cmd.attrs["kernel"][0] + cmd.attrs["stride"][0]) // rows)
+    return -(-cost.window * (window + stride) // rows)
 
 
 def _finished_rows(cmd: Compute) -> TensorView | None:

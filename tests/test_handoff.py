@@ -137,6 +137,34 @@ def test_a_pool_reads_its_window_of_rows_ahead():
     assert lead((15, 1), (1, 1), 16, out_h=2) == 0
 
 
+def test_a_convolution_reads_its_window_of_rows_ahead():
+    """A 3x3 convolution starts on the vector unit's finished rows a window of rows (kernel
+    and stride) later than a 1x1 convolution of the same rows, as Ethos-U's block
+    dependencies count a kernel's rows. A depthwise convolution's taps are not streamed in
+    rows (its cost has no stream window): it waits for the whole producer."""
+    cfg = api.load_config("default")
+    producer = Compute(id=0, unit="vector", op="elementwise",
+                       inputs={"in0": dense(0, 1 << 16, (1, 16, 16, 32), "int8")},
+                       outputs={"out": dense(0, 0, (1, 16, 16, 32), "int8")},
+                       attrs={"program": json.dumps([{"fn": "CAST", "args": ["in0"],
+                                                      "tables": [], "dtype": "int8"}])})
+    costs = CostModel(cfg, [])
+
+    def lead(op, weights, out_hw):
+        conv = Compute(id=1, deps=(0,), unit="mac", op=op,
+                       inputs={"ifm": producer.outputs["out"],
+                               "weights": dense(0, 1 << 17, weights, "int8")},
+                       outputs={"ofm": dense(0, 3 << 16, (1, out_hw, out_hw, 32), "int8")},
+                       attrs={"stride": (1, 1), "pad": (0, 0, 0, 0), "dilation": (1, 1),
+                              "input_zp": 0, "weight_zp": 0})
+        return handoff(conv, costs.of(conv), producer, costs.of(producer))
+
+    pointwise = lead("conv2d", (32, 1, 1, 32), 16)
+    windowed = lead("conv2d", (32, 3, 3, 32), 14)
+    assert 0 < windowed < pointwise
+    assert lead("depthwise_conv2d", (3, 3, 32, 1), 14) == 0
+
+
 def test_hazard_checker_lets_a_handoff_overlap_and_nothing_else():
     producer = Compute(id=0, unit="vector", op="elementwise", inputs={},
                        outputs={"out": dense(0, 0, (16, 32), "int8")}, attrs={})
