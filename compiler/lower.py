@@ -34,6 +34,8 @@ class Lowering:
         self._probe: list[int] | None = None    # staging_need(): buffer bytes, nothing emitted
         self.ctx = Context(graph, placement.on_chip, cost_per_byte, hardware,
                            lambda name: getattr(placement.find(name), "mem", 0))
+        if searches:
+            self.ctx.share_costs(searches.ctx)
         self.tile_overhead = tile_overhead
         self.memory_cost = memory_cost
         # cycles per byte of a memory's port alone, the DMA's own rate apart: what a copy

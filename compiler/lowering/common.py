@@ -67,6 +67,10 @@ class Context:
         self._work: dict[tuple, float] = {}     # mac_work() by problem (and float dtypes)
         self._floor: dict[tuple, float] = {}    # the same, partial sums never spilling
 
+    def share_costs(self, other: Context) -> None:
+        """Reuse `other`'s mac_work() memos: they depend on the hardware alone."""
+        self._work, self._floor = other._work, other._floor
+
     def mac_work(self, problem, op=None, spill: bool = True) -> float:
         """Array cycles of a tile's (kind, m, n, k) problem (isa.opcodes.mac_problem) of MAC
         operator `op` on the configured array, as the machine charges them (isa/systolic.py,
