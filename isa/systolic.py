@@ -15,6 +15,8 @@ each fold starts once the previous one has drained: folds x (preload + stream + 
 closed forms SCALE-Sim's compute cycles follow. With `fold_overlap: true` the stationary
 registers are double-buffered: the next fold's preload hides behind the current fold's
 stream, and folds follow each other through the array with one fill and one drain in all.
+The same holds between consecutive commands, whose folds the machine chains when the next is
+ready (`head`, `tail` and `drain` below; npu_sim/simulator.py).
 
 Depthwise layers have no reduction across channels to share: each PE computes one output
 pixel of one channel, streaming its taps (output-stationary), and needs its own activation
@@ -55,6 +57,12 @@ class ArrayTime:
     # every output row leaves it finished, one row a cycle.
     preload: int = 0
     stream: int = 0
+    # With fold_overlap (else 0), what a next command may overlap, as the folds of one
+    # command do: its first fold's preload (`head`, loaded behind the previous command's
+    # last fold, whose stream is `tail`) and the previous command's skew (`drain`).
+    head: int = 0
+    tail: int = 0
+    drain: int = 0
 
     @property
     def fill(self) -> int:
@@ -133,9 +141,12 @@ def array_time(arr, kind: str, m: int, n: int, k: int, npass: int = 1,
         m * k * xa if kind != "depthwise" and flow == "input_stationary" else 0
     # one array's rows, in order (arrays sharing a stream finish theirs side by side)
     rows = kind != "depthwise" and flow == "weight_stationary" and copies == 1
+    chained = arr.fold_overlap
     return ArrayTime(math.ceil(real), ideal, compute,
                      math.ceil(traffic + (copies - 1) * preloaded),
-                     math.ceil(first) if rows else 0, math.ceil(each) if rows else 0)
+                     math.ceil(first) if rows else 0, math.ceil(each) if rows else 0,
+                     math.ceil(first) if chained else 0, math.ceil(each) if chained else 0,
+                     skew if chained else 0)
 
 
 def _splits(arrays: int) -> list[tuple[int, int]]:

@@ -48,6 +48,28 @@ class Cost:
     # rows once, in order, and writes its output's rows finished, in order (0: not in rows).
     lead_in: int = 0
     window: int = 0
+    # MAC array with fold_overlap (else all 0): what the next command of the same operator may
+    # overlap (isa/systolic.py ArrayTime.head, tail, drain; see chained()), and the least
+    # busy an overlapped command keeps (its output stage's cycles).
+    head: int = 0
+    tail: int = 0
+    drain: int = 0
+    least: int = 0
+
+
+def chained(prev: Cost, cost: Cost, early: int) -> int:
+    """Cycles of `cost` that run under `prev`, the array's command before it, of the same
+    operator, which ends `early` cycles after `cost`'s command is ready: its first preload
+    behind prev's last fold and its stream behind prev's drain, as the folds of one command
+    follow each other (isa/systolic.py, fold_overlap)."""
+    if not prev.drain or not cost.drain:
+        return 0
+    return max(0, min(prev.drain + min(prev.tail, cost.head), early, cost.busy - cost.least))
+
+
+def shortened(cost: Cost, hidden: int) -> Cost:
+    """`cost` with `hidden` of its cycles run under the command before it (chained())."""
+    return dataclasses.replace(cost, busy=cost.busy - hidden, fill=max(cost.fill - hidden, 0))
 
 
 def cmd_dtype(cmd: Compute) -> str:
@@ -224,8 +246,10 @@ class CostModel:
                 arr, kind, m, cols, k, passes(arr, act, weights.dtype), sizes,
                 len(banks) * sram.bytes_per_cycle, partial=out_name == "acc_out")
         busy = t.cycles
+        staged = 1
         if out_name == "ofm":       # the output stage takes the finished sums at its own rate
-            busy = max(busy, math.ceil(m * cols / arr.output_stage))
+            staged = max(staged, math.ceil(m * cols / arr.output_stage))
+            busy = max(busy, staged)
         unique = sum(v.nbytes for v in views)
         # the array's traffic (re-reads included) is of the operands' layout: whole words
         words = _bank_bytes(views, sram.bytes_per_cycle)
@@ -234,7 +258,8 @@ class CostModel:
         busy = max(busy, occupied, 1)
         return Cost(0, busy, (), macs=m * cols * k, fill=t.fill, stall=busy - t.ideal,
                     banks=banks, bank_cycles=occupied, reread=max(t.traffic - unique, 0),
-                    lead_in=t.preload, window=t.stream)
+                    lead_in=t.preload, window=t.stream, head=t.head, tail=t.tail,
+                    drain=t.drain, least=staged)
 
     def _vector(self, cmd: Compute) -> Cost:
         work = VECTOR_WORK[cmd.op](cmd)

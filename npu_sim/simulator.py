@@ -11,6 +11,11 @@ transfers on several channels together reach the memory's bandwidth, and a copy 
 memories holds each port for its own memory's share (Cost.port_shares). A few simpy events
 per command (its bursts): never per cycle.
 
+The MAC array chains the commands of one operator (a layer's tiles) as it chains a command's
+folds (isa/systolic.py, fold_overlap): a command ready before the one ahead of it ends has its
+first preload and stream run under that one's last fold and drain (cost.chained()), so it
+takes that much less time once the array is free.
+
 An engine yields a timeout only when some other process could act before it ends: when
 anything else is due by then (`env.peek()`, or the later waiters of the event that resumed it,
 which simpy resumes in the same step), or when a port it releases has a queue. Otherwise
@@ -38,7 +43,7 @@ from npu_sim.isa.errors import InputError
 from npu_sim.isa.program import Program
 from npu_sim.isa.records import record
 
-from .cost import Cost, CostModel
+from .cost import Cost, CostModel, chained, shortened
 from .handoff import UNITS, handoff
 from .hazards import HazardChecker, enabled as hazards_enabled
 from .memory import Memories
@@ -198,6 +203,7 @@ class Machine:
         if values:
             from .execute import execute          # only a run computing values executes
         plans: dict[int, tuple] = {}              # id(cost) -> _plan(cost); costs are shared
+        one_operator = chain_layers(self.program)
 
         def engine(cmds, host: bool, rows_over: bool):
             issued = 0             # when the engine's front end finished the previous command
@@ -206,6 +212,7 @@ class Machine:
             t = 0
             crowded = False
             timeout = _alarm(env)
+            prev = -1                      # the engine's previous command
             for cmd in cmds:
                 i, deps = cmd.id, cmd.deps
                 ready = 0                   # when its last dependency ended
@@ -251,9 +258,18 @@ class Machine:
                         raise _at_command(exc, cmd) from None
                     host_done = True
                 c = costs[i]
-                plan = plans.get(id(c))
-                if plan is None:
-                    plan = plans[id(c)] = _plan(c, ports)
+                hidden = 0
+                if c.drain and prev >= 0 and end[prev] == t and rows is None \
+                        and cmd.layer == commands[prev].layer and cmd.layer in one_operator:
+                    hidden = chained(costs[prev], c, t - ready)
+                prev = i
+                if hidden:
+                    c = costs[i] = shortened(c, hidden)
+                    plan = _plan(c, ports)
+                else:
+                    plan = plans.get(id(c))
+                    if plan is None:
+                        plan = plans[id(c)] = _plan(c, ports)
                 lead, latency, busy, held, banks, bursts = plan
                 # The front end sets commands up one after another as soon as their inputs are
                 # ready, while earlier ones still work; memory latency then overlaps the
@@ -388,6 +404,14 @@ class Machine:
             self.state = {b.name: mem.array(b.view).copy() for b in self.program.variables}
             result.state = dict(self.state)
         return result
+
+
+def chain_layers(program: Program) -> frozenset[int]:
+    """The layers of one MAC operator (one array problem), whose commands the array chains:
+    the attainable bound charges each operator one fill and drain (npu_sim/bounds.py), so two
+    operators' commands, even in one layer, each pay their own."""
+    return frozenset(i for i, layer in enumerate(program.layers)
+                     if len(layer.array_problems) == 1)
 
 
 def _plan(c: Cost, ports: list) -> tuple:

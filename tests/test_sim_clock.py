@@ -9,11 +9,11 @@ import pytest
 import simpy
 
 from npu_sim import api
-from npu_sim.cost import CostModel
+from npu_sim.cost import CostModel, chained, shortened
 from npu_sim.handoff import handoff
 from npu_sim.isa.commands import DmaCopy, DmaFill, dense
 from npu_sim.isa.program import Layer, Program
-from npu_sim.simulator import BURST_CYCLES, MAX_BURSTS, Machine, Port
+from npu_sim.simulator import BURST_CYCLES, MAX_BURSTS, Machine, Port, chain_layers
 
 MODEL = Path(__file__).parent / "data" / "mbv2_050_128" / "model.tosa"
 
@@ -38,8 +38,10 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
     ports = [None] + [Port(env) for _ in program.memories]
     bank_free = [0] * config.sram.banks
 
+    one_operator = chain_layers(program)
+
     def engine(cmds):
-        issued = 0
+        issued, prev = 0, -1
         for cmd in cmds:
             i, c = cmd.id, costs[cmd.id]
             rows = {}
@@ -57,9 +59,15 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
                         done[d] = env.event()
                     yield done[d]
             now = start[i] = env.now
+            ready = max((ends[d] - rows[d] if d in rows else end[d] for d in cmd.deps),
+                        default=0)
             if cmd.deps:
-                issued = max(issued, max(ends[d] - rows[d] if d in rows else end[d]
-                                         for d in cmd.deps))
+                issued = max(issued, ready)
+            # the array's next command of one operator, ready before the one ahead ends
+            if prev >= 0 and end[prev] == now and not rows and cmd.layer in one_operator \
+                    and cmd.layer == program.commands[prev].layer:
+                c = costs[i] = shortened(c, chained(costs[prev], c, now - ready))
+            prev = i
             issued += c.setup - c.latency
             wait = max(0, issued + c.latency - now)
             if not c.ports and not c.bank_cycles:
