@@ -259,7 +259,7 @@ class Machine:
                     host_done = True
                 c = costs[i]
                 hidden = 0
-                if c.drain and prev >= 0 and end[prev] == t and rows is None \
+                if c.drain and prev >= 0 and end[prev] == t \
                         and cmd.layer == commands[prev].layer and cmd.layer in one_operator:
                     hidden = chained(costs[prev], c, t - ready)
                 prev = i

@@ -64,7 +64,7 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
             if cmd.deps:
                 issued = max(issued, ready)
             # the array's next command of one operator, ready before the one ahead ends
-            if prev >= 0 and end[prev] == now and not rows and cmd.layer in one_operator \
+            if prev >= 0 and end[prev] == now and cmd.layer in one_operator \
                     and cmd.layer == program.commands[prev].layer:
                 c = costs[i] = shortened(c, chained(costs[prev], c, now - ready))
             prev = i
