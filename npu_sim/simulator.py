@@ -204,6 +204,7 @@ class Machine:
             from .execute import execute          # only a run computing values executes
         plans: dict[int, tuple] = {}              # id(cost) -> _plan(cost); costs are shared
         one_operator = chain_layers(self.program)
+        shorts: dict[tuple, tuple] = {}           # (id(cost), hidden) -> shortened, its plan
 
         def engine(cmds, host: bool, rows_over: bool):
             issued = 0             # when the engine's front end finished the previous command
@@ -264,8 +265,13 @@ class Machine:
                     hidden = chained(costs[prev], c, t - ready)
                 prev = i
                 if hidden:
-                    c = costs[i] = shortened(c, hidden)
-                    plan = _plan(c, ports)
+                    key = (id(c), hidden)           # tiles of one shape chain alike
+                    known_short = shorts.get(key)
+                    if known_short is None:
+                        short = shortened(c, hidden)
+                        known_short = shorts[key] = (short, _plan(short, ports))
+                    c, plan = known_short
+                    costs[i] = c
                 else:
                     plan = plans.get(id(c))
                     if plan is None:
