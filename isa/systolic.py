@@ -63,6 +63,9 @@ class ArrayTime:
     head: int = 0
     tail: int = 0
     drain: int = 0
+    # The fewest cycles any commands that split the problem take on the array, chained or
+    # not: the attainable bound's figure (see chain_least()).
+    least: int = 0
 
     @property
     def fill(self) -> int:
@@ -141,12 +144,30 @@ def array_time(arr, kind: str, m: int, n: int, k: int, npass: int = 1,
         m * k * xa if kind != "depthwise" and flow == "input_stationary" else 0
     # one array's rows, in order (arrays sharing a stream finish theirs side by side)
     rows = kind != "depthwise" and flow == "weight_stationary" and copies == 1
-    chained = arr.fold_overlap
+    # Several arrays split each command their own way, which no one split of the whole
+    # problem bounds: their commands are not chained.
+    chained = arr.fold_overlap and getattr(arr, "arrays", 1) == 1
+    least = chain_least(folds, pre, first, each, skew) if chained else real
     return ArrayTime(math.ceil(real), ideal, compute,
                      math.ceil(traffic + (copies - 1) * preloaded),
                      math.ceil(first) if rows else 0, math.ceil(each) if rows else 0,
-                     math.ceil(first) if chained else 0, math.ceil(each) if chained else 0,
-                     skew if chained else 0)
+                     # rounded down, so a chained command hides no more than it overlaps
+                     math.floor(first) if chained else 0, math.floor(each) if chained else 0,
+                     skew if chained else 0, math.ceil(least - 1e-9))
+
+
+def chain_least(folds: int, pre: int, first: float, each: float, skew: int) -> float:
+    """The fewest cycles any chain of commands that splits a problem takes (fold_overlap, one
+    array): of its folds in order, the first preload, then each later fold after the longer of
+    the previous fold's stream and its own preload, then the last stream and one skew. Over
+    any split, the streams add up to at least the whole problem's (folds x each: rows, column
+    blocks and port bytes only add up), the preloads to at least its folds x first (the
+    weights' port bytes add up, and every fold preloads at least `pre`), the first preload is
+    at least `pre` and the last stream at least a cycle. So the chain takes at least
+    skew + max(pre + folds x each, folds x first + 1): the whole problem as one command when
+    its preload is not port-bound and its folds stream longer than they preload, less
+    otherwise (a chain of lighter tiles can expose less preload than the average)."""
+    return skew + max(pre + folds * each, folds * first + 1)
 
 
 def _splits(arrays: int) -> list[tuple[int, int]]:

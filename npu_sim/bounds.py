@@ -8,8 +8,11 @@ the schedule.
 
 - Compute: each MAC layer takes at least the array cycles of its whole-layer problems
   (cost.array_cycles: folds with their preload, fill and drain, operand ports and the output
-  stage; a 16-channel reduction on 32 weight-stationary rows fills half of them). Splitting a
-  problem into commands only adds folds, fills and partial-sum traffic.
+  stage; a 16-channel reduction on 32 weight-stationary rows fills half of them), as the
+  least that any commands splitting them take, chained one after another as the array
+  chains an operator's tiles (isa/systolic.py chain_least): splitting only adds folds, rows
+  and port bytes, and a chain exposes at least one structural preload, one skew and a
+  cycle of its last stream.
 - Buffer: each memory streams its bytes in layer order at its bandwidth, at most the whole
   on-chip buffer ahead of the layer that uses them (`stream_cycles`), from the moment its
   first bytes can arrive (a DMA setup and the memory's latency). A layer without array work

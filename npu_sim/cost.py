@@ -50,7 +50,7 @@ class Cost:
     window: int = 0
     # MAC array with fold_overlap (else all 0): what the next command of the same operator may
     # overlap (isa/systolic.py ArrayTime.head, tail, drain; see chained()), and the least
-    # busy an overlapped command keeps (its output stage's cycles).
+    # busy an overlapped command keeps (its output stage's and its banks' cycles).
     head: int = 0
     tail: int = 0
     drain: int = 0
@@ -69,7 +69,9 @@ def chained(prev: Cost, cost: Cost, early: int) -> int:
 
 def shortened(cost: Cost, hidden: int) -> Cost:
     """`cost` with `hidden` of its cycles run under the command before it (chained())."""
-    return dataclasses.replace(cost, busy=cost.busy - hidden, fill=max(cost.fill - hidden, 0))
+    fill = min(cost.fill, hidden)          # what it hides is fill, then port stall
+    return dataclasses.replace(cost, busy=cost.busy - hidden, fill=cost.fill - fill,
+                               stall=max(cost.stall - (hidden - fill), 0))
 
 
 def cmd_dtype(cmd: Compute) -> str:
@@ -85,11 +87,12 @@ def array_cycles(config, kind: str, m: int, n: int, k: int, dtype: str = "int8",
                  weight_dtype: str = "int8", out_dtype: str = "int8") -> int:
     """Least cycles the MAC array takes for m outputs x n channels x k reduction terms
     (npu_sim/systolic.py), its operand ports and output stage included, with partial sums
-    never spilling: a lower bound of any split of the problem into commands."""
+    never spilling: a lower bound of any split of the problem into commands, chained or not
+    (ArrayTime.least)."""
     arr = dataclasses.replace(config.mac_array, accumulators=1 << 62)
     sizes = (ITEMSIZE[dtype], ITEMSIZE[weight_dtype], ITEMSIZE[out_dtype])
     t = array_time(arr, kind, m, n, k, passes(arr, dtype, weight_dtype), sizes, _bank_bpc(config))
-    return max(t.cycles, math.ceil(m * n / arr.output_stage))
+    return max(t.least, math.ceil(m * n / arr.output_stage))
 
 
 def _bank_bpc(config) -> float:
@@ -256,10 +259,11 @@ class CostModel:
         occupied = bank_cycles(max(t.traffic, unique) * words / unique if unique else 0,
                                banks, sram)
         busy = max(busy, occupied, 1)
+        least = max(staged, occupied)          # what a chained command keeps of its busy
         return Cost(0, busy, (), macs=m * cols * k, fill=t.fill, stall=busy - t.ideal,
                     banks=banks, bank_cycles=occupied, reread=max(t.traffic - unique, 0),
                     lead_in=t.preload, window=t.stream, head=t.head, tail=t.tail,
-                    drain=t.drain, least=staged)
+                    drain=t.drain, least=least)
 
     def _vector(self, cmd: Compute) -> Cost:
         work = VECTOR_WORK[cmd.op](cmd)
