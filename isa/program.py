@@ -34,7 +34,8 @@ class Layer:
     macs: int = 0
     min_bytes: dict[str, int] = field(default_factory=dict)   # per external memory, for rooflines
     tiles: int = 0
-    # Whole-layer MAC array problems [kind, m, n, k, dtype], for the attainable bound.
+    # Whole-layer MAC array problems [kind, m, n, k, dtype], for the attainable bound; the
+    # machine chains the MAC commands of a layer of exactly one (npu_sim/simulator.py).
     array_problems: list[list] = field(default_factory=list)
 
 
