@@ -76,8 +76,10 @@ class Context:
         operator `op` on the configured array, as the machine charges them (isa/systolic.py,
         with op's operand sizes and passes when it is a float layer; integer layers plan with
         int8 operands, their reference estimate): folds quantised to the array, each tile's
-        fill and drain, operand ports, partial sums that overflow the accumulators (with
-        `spill` False, as if they never did: the attainable bound's figure)."""
+        fill and drain (the machine hides part of them where an operator's tiles chain;
+        charging them all keeps the search from favouring small tiles that wait for their
+        loads and do not chain, bench/HISTORY.md), operand ports, partial sums that overflow
+        the accumulators (with `spill` False, as if they never did)."""
         if op is None or "array_acc" not in op.attrs:
             key = problem
         else:
