@@ -27,3 +27,55 @@ def banks_of(views, sram) -> tuple[int, ...]:
 def bank_cycles(nbytes: float, banks: tuple[int, ...], sram) -> int:
     """Cycles `nbytes` occupy `banks`, one access of bytes_per_cycle per bank per cycle."""
     return math.ceil(nbytes / (len(banks) * sram.bytes_per_cycle)) if banks and nbytes else 0
+
+
+class BankSchedule:
+    """When the banks serve the bank cycles each burst books (every bank is one port).
+
+    A burst books its share of its command's bank cycles on the banks it touches when it
+    starts. A bank serves the most urgent work first: a burst goes ahead of the work booked
+    before it where that work can wait, that is where each of those bursts would still have
+    its bank cycles served within its own cycles; otherwise it queues behind that work, first
+    come first served. So a short store beside a long MAC command that needs a fraction of
+    the banks' cycles takes the cycles the MAC leaves, as a bank's arbiter would give them,
+    and neither takes longer; a burst that needs its banks for all its cycles is waited for.
+    Booked work is never put off past the end of its burst, so no burst's end, once known,
+    moves."""
+
+    __slots__ = ("free", "slack")
+
+    def __init__(self, banks: int):
+        self.free = [0] * banks       # when each bank has served the work booked on it
+        # how long that work may yet be put off: the least, over the bursts it serves, of the
+        # burst's end less the end of its bank cycles
+        self.slack = [0] * banks
+
+    def book(self, banks: tuple[int, ...], t: int, cycles: int, length: int) -> int:
+        """Book `cycles` bank cycles on `banks` for a burst of `length` cycles starting at t;
+        returns when the banks have served them."""
+        free, slack = self.free, self.slack
+        spare = length - cycles
+        for k in banks:
+            if free[k] > t and slack[k] < cycles:
+                break
+        else:                                   # ahead of the work booked before it
+            for k in banks:
+                if free[k] > t:
+                    free[k] += cycles
+                    left = slack[k] - cycles
+                    slack[k] = left if left < spare else spare
+                else:
+                    free[k] = t + cycles
+                    slack[k] = spare
+            return t + cycles
+        served = t                              # behind it: from when all its banks are free
+        for k in banks:
+            if free[k] > served:
+                served = free[k]
+        served += cycles
+        spare = t + length - served
+        for k in banks:
+            if free[k] <= t or slack[k] > spare:
+                slack[k] = spare
+            free[k] = served
+        return served

@@ -5,10 +5,11 @@ latency overlapping the commands in flight), holds the external memory ports it 
 transfer time and the on-chip banks its views touch (npu_sim/banks.py) for the cycles its
 on-chip bytes occupy them, then applies the command to the modelled memories. External ports
 are one-port FIFO resources (Port: simpy.Resource's order of service, with fewer events) and
-banks one-port FCFS reservations, so engines sharing them slow each other; a DMA slower than
-its memory holds the port only for the memory's share of each burst (Cost.port_cycles), so
-transfers on several channels together reach the memory's bandwidth, and a copy between two
-memories holds each port for its own memory's share (Cost.port_shares). A few simpy events
+banks one-port reservations serving the most urgent burst first (BankSchedule), so engines
+sharing them slow each other; a DMA slower than its memory holds the port only for the
+memory's share of each burst (Cost.port_cycles), so transfers on several channels together
+reach the memory's bandwidth, and a copy between two memories holds each port for its own
+memory's share (Cost.port_shares). A few simpy events
 per command (its bursts): never per cycle.
 
 The MAC array chains the commands of one operator (a layer's tiles) as it chains a command's
@@ -43,6 +44,7 @@ from npu_sim.isa.errors import InputError
 from npu_sim.isa.program import Program
 from npu_sim.isa.records import record
 
+from .banks import BankSchedule
 from .cost import Cost, CostModel, chained, shortened
 from .handoff import UNITS, handoff
 from .hazards import HazardChecker, enabled as hazards_enabled
@@ -195,9 +197,9 @@ class Machine:
         known = [False] * n
         waiting = [0] * n                        # processes waiting for each command's end
         ports = [None] + [Port(env) for _ in self.program.memories]
-        # A bank is one port: FCFS reservations of its time, booked when a burst starts (the
-        # same order a one-port simpy resource would serve, without its events).
-        bank_free = [0] * self.config.sram.banks
+        # The banks' time, booked as each burst starts, the most urgent work served first
+        # (BankSchedule), without events.
+        book = BankSchedule(self.config.sram.banks).book
         peek, event = env.peek, env.event
         values = mem is not None
         if values:
@@ -324,13 +326,7 @@ class Machine:
                                 port.busy = True    # free, and simpy would resume us next
                         until = t + length
                         if occupy:
-                            booked = t              # the latest of t and its banks' frees
-                            for k in banks:
-                                if bank_free[k] > booked:
-                                    booked = bank_free[k]
-                            booked += occupy
-                            for k in banks:
-                                bank_free[k] = booked
+                            booked = book(banks, t, occupy, length)
                             if booked > until:
                                 until = booked
                         if b == last:                  # its end is known from here

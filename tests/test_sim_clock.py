@@ -9,6 +9,7 @@ import pytest
 import simpy
 
 from npu_sim import api
+from npu_sim.banks import BankSchedule
 from npu_sim.cost import CostModel, chained, shortened
 from npu_sim.handoff import handoff
 from npu_sim.isa.commands import DmaCopy, DmaFill, dense
@@ -36,7 +37,7 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
 
     env = simpy.Environment()
     ports = [None] + [Port(env) for _ in program.memories]
-    bank_free = [0] * config.sram.banks
+    banks = BankSchedule(config.sram.banks)
 
     one_operator = chain_layers(program)
 
@@ -87,14 +88,11 @@ def _reference(program, config) -> tuple[list[int], list[int]]:
                     now = env.now
                     until = now + c.busy * (b + 1) // bursts - c.busy * b // bursts
                     occupy = c.bank_cycles * (b + 1) // bursts - c.bank_cycles * b // bursts
+                    length = c.busy * (b + 1) // bursts - c.busy * b // bursts
                     if occupy:
-                        booked = max(max(bank_free[k] for k in c.banks), now) + occupy
-                        for k in c.banks:
-                            bank_free[k] = booked
-                        until = max(until, booked)
+                        until = max(until, banks.book(c.banks, now, occupy, length))
                     if b == bursts - 1:
                         announce(i, until)
-                    length = c.busy * (b + 1) // bursts - c.busy * b // bursts
                     if c.port_shares:                 # each port for its own memory's share
                         for h, k in sorted((min(s * (b + 1) // bursts - s * b // bursts,
                                                 length), k)
