@@ -33,12 +33,13 @@ class BankSchedule:
     """When the banks serve the bank cycles each burst books (every bank is one port).
 
     A burst books its share of its command's bank cycles on the banks it touches when it
-    starts. A bank serves the most urgent work first: a burst goes ahead of the work booked
-    before it where that work can wait, that is where each of those bursts would still have
-    its bank cycles served within its own cycles; otherwise it queues behind that work, first
-    come first served. So a short store beside a long MAC command that needs a fraction of
-    the banks' cycles takes the cycles the MAC leaves, as a bank's arbiter would give them,
-    and neither takes longer; a burst that needs its banks for all its cycles is waited for.
+    starts; bursts book in the order of their starts (the engines' clocks never go back). A
+    bank serves the most urgent work first: a burst goes ahead of the work booked before it
+    where that work can wait, that is where each of those bursts would still have its bank
+    cycles served within its own cycles; otherwise it queues behind that work, first come
+    first served. So a short store beside a long MAC command that needs a fraction of the
+    banks' cycles takes the cycles the MAC leaves, as a bank's arbiter would give them, and
+    neither takes longer; a burst that needs its banks for all its cycles is waited for.
     Booked work is never put off past the end of its burst, so no burst's end, once known,
     moves."""
 
@@ -46,19 +47,22 @@ class BankSchedule:
 
     def __init__(self, banks: int):
         self.free = [0] * banks       # when each bank has served the work booked on it
-        # how long that work may yet be put off: the least, over the bursts it serves, of the
-        # burst's end less the end of its bank cycles
+        # How long that work may yet be put off: the least, over the bursts booked on the bank
+        # since it was last idle, of the burst's end less the end of its bank cycles. Bursts
+        # that have ended still count until the bank is idle (conservative), and a burst
+        # already late counts below zero.
         self.slack = [0] * banks
 
     def book(self, banks: tuple[int, ...], t: int, cycles: int, length: int) -> int:
-        """Book `cycles` bank cycles on `banks` for a burst of `length` cycles starting at t;
-        returns when the banks have served them."""
+        """Book `cycles` bank cycles on `banks` for a burst of `length` cycles starting at t
+        (no earlier than the bursts booked before it); returns when the banks have served
+        them."""
         free, slack = self.free, self.slack
-        spare = length - cycles
         for k in banks:
             if free[k] > t and slack[k] < cycles:
                 break
         else:                                   # ahead of the work booked before it
+            spare = length - cycles
             for k in banks:
                 if free[k] > t:
                     free[k] += cycles
@@ -73,9 +77,9 @@ class BankSchedule:
             if free[k] > served:
                 served = free[k]
         served += cycles
-        spare = t + length - served
+        late_by = served - t - length           # below zero: cycles it has to spare
         for k in banks:
-            if free[k] <= t or slack[k] > spare:
-                slack[k] = spare
+            if free[k] <= t or slack[k] > -late_by:
+                slack[k] = -late_by
             free[k] = served
         return served

@@ -9,8 +9,8 @@ banks one-port reservations serving the most urgent burst first (BankSchedule), 
 sharing them slow each other; a DMA slower than its memory holds the port only for the
 memory's share of each burst (Cost.port_cycles), so transfers on several channels together
 reach the memory's bandwidth, and a copy between two memories holds each port for its own
-memory's share (Cost.port_shares). A few simpy events
-per command (its bursts): never per cycle.
+memory's share (Cost.port_shares). A few simpy events per command (its bursts): never per
+cycle.
 
 The MAC array chains the commands of one operator (a layer's tiles) as it chains a command's
 folds (isa/systolic.py, fold_overlap): a command ready before the one ahead of it ends has its
