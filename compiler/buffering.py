@@ -30,7 +30,9 @@ leading rows are staged (MobileNetV2's classifier) are buffered too, all but tho
 A reader served from both memories gets a third tile buffer for its weights where its plan
 leaves the room (`third_buffer`, taken by Lowering.plan, so that prefetch, this planning and
 the lowering see one working set): with two, each fast box is in before the array frees the
-buffer the next slow box needs, and the weights memory waits for that tile.
+buffer the next slow box needs, and the weights memory waits for that tile. A
+transfer-bound step whose feature-map loads wait out their memory's latency for the buffer
+two tiles back gets one too (`latency_buffer`).
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 
 from .allocate import align
 from .prefetch import TILED, book_idle
+from .staging import latency_cycles
 from .tiling import iterate_tiles
 
 CHUNK = 8192                # bytes per copy (a box's row at least): larger ones save only a
@@ -182,6 +185,31 @@ def third_buffer(space, plan, placement, memory_cost, channels: int) -> str | No
     _, role, boxes = max(streamed, key=lambda item: item[0])
     floor = max(plan.compute, _other_lane(space, plan, placement, others))
     return role if lane > floor and _pays(plan, lane, floor, boxes, slow, fast) else None
+
+
+def latency_buffer(space, plan, placement, hw) -> str | None:
+    """The role of a streamed feature-map input (two tile buffers) of a transfer-bound step
+    whose loads wait out their memory's latency: a load may start only once the tile two
+    before has freed its buffer, and where that tile's compute, the queue's setup and the
+    memory's latency outlast the load before it, the memory idles for the difference every
+    tile (a TFLite QUANTIZE of a float input on default: 86 of each 374 cycles). A third
+    buffer starts each load a tile earlier. None where no load waits so. Weights in a memory
+    of their own are third_buffer()'s."""
+    if plan is None or plan.n_tiles < 3 or plan.transfer <= plan.compute:
+        return None
+    compute = plan.compute / plan.n_tiles
+    waits, role = 0.0, None
+    for opnd in space.inputs:
+        if opnd.on_chip or opnd.produce or plan.buffers.get(opnd.role) != 2:
+            continue
+        mem = getattr(placement.find(opnd.tensor), "mem", 0)
+        if not mem or mem != placement.fm_id:
+            continue
+        load = plan.buffer_bytes[opnd.role] * opnd.cost_per_byte
+        wait = compute + hw.dma.setup_cycles + latency_cycles(hw, mem) - load
+        if wait > waits:
+            waits, role = wait, opnd.role
+    return role
 
 
 def _pays(plan, lane: float, floor: float, boxes, slow: float, fast: float) -> bool:

@@ -9,7 +9,7 @@ from npu_sim.isa.opcodes import OPCODES
 
 from .allocate import align
 from .assembly import block_parts, box_view, plan as plan_assembly
-from .buffering import Buffered, third_buffer
+from .buffering import Buffered, latency_buffer, third_buffer
 from .cascade import cascade_space
 from .lowering import DMA_MOVES, TILE_SPACES, Context
 from .placement import Placement
@@ -83,9 +83,11 @@ class Lowering:
         return space, opcode, attrs, self._deep_plans[deep]
 
     def _deepened(self, space, plan, budget: int):
-        """`plan` with a third buffer for the weights buffering may serve in part from a
-        faster memory (buffering.third_buffer), where the budget has room for it."""
-        role = third_buffer(space, plan, self.p, self.memory_cost, self.channels)
+        """`plan` with a third buffer, where the budget has room for it, for the weights
+        buffering may serve in part from a faster memory (buffering.third_buffer), else for a
+        feature-map input whose loads wait out the memory's latency (latency_buffer)."""
+        role = third_buffer(space, plan, self.p, self.memory_cost, self.channels) or \
+            latency_buffer(space, plan, self.p, self.hw)
         if role is None:
             return plan
         size = plan.working_set + align(plan.buffer_bytes[role])

@@ -248,7 +248,8 @@ def test_float_macs_take_the_rate_and_energy_of_their_type(tmp_path):
     half = _run(tosa, inputs, cfg, tmp_path, timing_only=True).report
     full = _run(tosa, inputs, cfg.with_overrides({"mac_array.precision.fp16xfp16.rate": 1}),
                 tmp_path, timing_only=True).report
-    assert half.cycles > full.cycles
+    # (the array's own time: the run may be bound by DRAM either way)
+    assert half.engines["mac"]["busy_cycles"] > full.engines["mac"]["busy_cycles"]
     macs = 16 * 16 * 32 * 32
     assert math.isclose(half.energy_uj["mac_array"], macs * cfg.energy.mac_pj["fp16"] * 1e-6)
 

@@ -568,8 +568,15 @@ def test_a_halo_move_goes_ahead_of_the_last_tiles_store(monkeypatch):
     program = api.compile_model(model, cfg, use_cache=False)
     stores = {c.id for c in program.commands if isinstance(c, DmaCopy)
               and c.src.mem == ONCHIP and c.dst.mem != ONCHIP}
-    ahead = [c for c, nxt in zip(program.commands, program.commands[1:]) if nxt.id in stores
-             and isinstance(c, DmaCopy) and c.src.mem == ONCHIP == c.dst.mem]
+    queues: dict[int, list] = {}              # each DMA queue's commands, in its order
+    for c in program.commands:
+        if isinstance(c, DmaCopy):
+            queues.setdefault(c.channel, []).append(c)
+    # a halo copy queued just ahead of the store of the tile it copies from (both wait for
+    # that tile's compute)
+    ahead = [c for queue in queues.values() for c, nxt in zip(queue, queue[1:])
+             if nxt.id in stores and c.src.mem == ONCHIP == c.dst.mem
+             and set(c.deps) & set(nxt.deps)]
     assert len(ahead) >= 8
     monkeypatch.setattr(Emitter, "_overtakes", staticmethod(lambda src, dst: False))
     behind = api.compile_model(model, cfg, use_cache=False)
