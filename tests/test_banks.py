@@ -40,18 +40,17 @@ def test_a_burst_waits_for_every_bank_it_touches():
 def _served_by_priority(work: list[tuple[int, int, int]]) -> dict[int, int]:
     """An exact bank: (release, cycles, priority) of each burst's work, the highest
     priority served first, preempting; when each one's work ends."""
-    work = sorted(range(len(work)), key=lambda j: work[j][0]), work
-    order, items = work
-    left = {j: items[j][1] for j in order}
+    order = sorted(range(len(work)), key=lambda j: work[j][0])
+    left = {j: work[j][1] for j in order}
     ends, now, waiting, nxt = {}, 0, [], 0
     while nxt < len(order) or waiting:
         if not waiting:
-            now = max(now, items[order[nxt]][0])
-        while nxt < len(order) and items[order[nxt]][0] <= now:
+            now = max(now, work[order[nxt]][0])
+        while nxt < len(order) and work[order[nxt]][0] <= now:
             waiting.append(order[nxt])
             nxt += 1
-        top = max(waiting, key=lambda j: items[j][2])
-        arrival = items[order[nxt]][0] if nxt < len(order) else now + left[top]
+        top = max(waiting, key=lambda j: work[j][2])
+        arrival = work[order[nxt]][0] if nxt < len(order) else now + left[top]
         run = min(left[top], arrival - now)
         now += run
         left[top] -= run
