@@ -203,7 +203,7 @@ def latency_buffer(space, plan, placement, hw) -> str | None:
         if opnd.on_chip or opnd.produce or plan.buffers.get(opnd.role) != 2:
             continue
         mem = getattr(placement.find(opnd.tensor), "mem", 0)
-        if not mem or mem != placement.fm_id:
+        if mem != placement.fm_id:              # (an external memory: ids count from 1)
             continue
         load = plan.buffer_bytes[opnd.role] * opnd.cost_per_byte
         wait = compute + hw.dma.setup_cycles + latency_cycles(hw, mem) - load
