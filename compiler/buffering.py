@@ -273,8 +273,10 @@ class _Riders:
 
 
 def _row_bytes(boxes: dict[tuple, list[int]]) -> int:
-    """The bytes of the longest leading row of `boxes`: a chunk copies whole ones."""
-    return max(align(nbytes // max(box[0][1], 1)) for box, (nbytes, _) in boxes.items())
+    """The bytes of the longest leading row of `boxes`: a chunk copies whole ones (a scalar's
+    box, of no dims, is one row)."""
+    return max(align(nbytes // max(box[0][1], 1) if box else nbytes)
+               for box, (nbytes, _) in boxes.items())
 
 
 def _boxes(space, plan, opnd, placement) -> dict[tuple, list[int]]:

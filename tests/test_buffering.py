@@ -14,7 +14,7 @@ from npu_sim.compiler.lower import Lowering
 from npu_sim.compiler.placement import Placement
 from npu_sim.compiler.loader import load_bytes
 from npu_sim.isa.commands import DmaCopy
-from oracle import run_reference
+from oracle import DType, GraphBuilder, run_reference
 
 
 def test_weights_buffered_in_system_sram_during_flash_idle_steps(monkeypatch):
@@ -337,3 +337,18 @@ def test_loads_that_wait_out_the_memory_latency_stream_through_three_buffers(mon
     for name, value in two.outputs.items():
         np.testing.assert_array_equal(three.outputs[name], value)
     assert three.report.cycles < two.report.cycles
+
+
+def test_a_scalar_constant_read_from_flash_is_buffered_as_one_row():
+    """edge-256 keeps constants in flash: a rank-0 constant of a SUB is a box of no dims,
+    which a buffered copy takes whole (its chunk had read the box's first dim, and the
+    compile failed). Bit-exact with the reference model."""
+    g = GraphBuilder()
+    x = g.tensor([], DType.INT32, np.array(1234567, np.int32))
+    c = g.tensor([], DType.INT32, np.array(-7654321, np.int32), is_const=True)
+    out = g.output([], DType.INT32)
+    g.op("SUB", [x, c], [out])
+    cfg = api.load_config("edge-256")
+    program = api.compile_model(load_bytes(g.serialize(), "scalar.tosa"), cfg)
+    got = api.simulate(program, cfg, g.input_values).outputs[out]
+    np.testing.assert_array_equal(got, g.run()[out])
