@@ -445,3 +445,15 @@ def test_variables_need_the_extension():
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_a_valid_test_both_refuse_counts_as_refused():
+    """conformance_suite's summary: a test the generator marks valid that npu-sim refuses is a
+    failure, unless the reference model refused it with an ERROR_IF too."""
+    rows = [{"test": t, "status": "fail", "message": "refused a valid graph: npu-sim: ...",
+             "expected_failure": False} for t in ("a", "b", "c")]
+    reference = {"a": ("error", "tosa_reference_model exit 2: ERROR_IF() fails AT ..."),
+                 "b": ("unpredictable", "tosa_reference_model exit 1: ...")}
+    assert cs.refused_by_both(rows, reference) == 1
+    assert [r["status"] for r in rows] == ["refused", "fail", "fail"]
+    assert conf.ok(rows[:1]) and not conf.ok(rows)
