@@ -46,6 +46,11 @@ class UnsupportedError(NpuSimError):
     kind = "unsupported"
 
 
+class NotEnabledError(UnsupportedError):
+    """The graph needs a profile or extension the config does not enable (another config may
+    run it)."""
+
+
 class DoesNotFitError(NpuSimError):
     """An operation cannot be tiled into the on-chip buffer of the configured machine."""
 

@@ -47,7 +47,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from npu_sim.isa.errors import InputError, NpuSimError, UnsupportedError
+from npu_sim.isa.errors import InputError, NotEnabledError, NpuSimError, UnsupportedError
 
 from .conformance_folder import (MalformedTestError, field, load_desc, load_graph, npy_header,
                                  read_inputs, read_npy)
@@ -343,7 +343,7 @@ def run_test(test_dir, config_spec: str | None = None, output_dir=None, expected
             return res
         try:
             result = run_graph(test_dir, desc, config)
-        except ConfigLacksError as exc:
+        except (ConfigLacksError, NotEnabledError) as exc:     # the config says it cannot
             res.status, res.message = "skipped", str(exc)
             return res
         except MalformedTestError:

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from npu_sim.isa.errors import UnsupportedError, ValidationError
+from npu_sim.isa.errors import NotEnabledError, UnsupportedError, ValidationError
 from npu_sim.isa.records import record
 
 from ..ir import Graph, Operator, Tensor
@@ -178,12 +178,14 @@ class OpContext:
     def need_extension(self, ext: str, what: str) -> None:
         if self.cfg.has(ext):
             return
+        where = f"operator {self.op.describe()}: {what}"
         if ext in PROFILES or (ext in PRO_FP_EXTENSIONS and "PRO-FP" not in self.cfg.profiles):
             also = "" if ext in PROFILES else f" with extension {ext}"
-            self.unsupported(f"{what} needs profile PRO-FP (floating point){also}, which this config "
-                             f"does not implement (profiles: {', '.join(sorted(self.cfg.profiles))})")
-        self.unsupported(f"{what} needs extension {ext}, which is not enabled (enabled: "
-                         f"{self.cfg.enabled_text()})")
+            raise NotEnabledError(f"{where} needs profile PRO-FP (floating point){also}, which "
+                                  f"this config does not implement (profiles: "
+                                  f"{', '.join(sorted(self.cfg.profiles))})")
+        raise NotEnabledError(f"{where} needs extension {ext}, which is not enabled (enabled: "
+                              f"{self.cfg.enabled_text()})")
 
     def level(self, value: int, limit: str, what: str, tensor: str = "") -> None:
         """LEVEL_CHECK(value <= limit): npu-sim refuses graphs outside the configured level."""

@@ -7,7 +7,7 @@ graph inputs or produced by an operator; every graph output is produced; no cycl
 """
 from __future__ import annotations
 
-from npu_sim.isa.errors import UnsupportedError, ValidationError
+from npu_sim.isa.errors import NotEnabledError, UnsupportedError, ValidationError
 from npu_sim.isa.operators import OPERATORS
 
 from ..ir import Graph, Operator
@@ -30,7 +30,7 @@ def validate(graph: Graph, profiles=("PRO-INT",), extensions=(), level: str = "8
     text = ".".join(map(str, version))
     if cfg.draft and version[:2] == (1, 1):
         if not cfg.has("EXT-SHAPE"):
-            raise UnsupportedError(f"TOSA version {text}-draft: npu-sim runs TOSA 1.1-draft graphs only "
+            raise NotEnabledError(f"TOSA version {text}-draft: npu-sim runs TOSA 1.1-draft graphs only "
                                    "for the experimental EXT-SHAPE operators, and EXT-SHAPE is not "
                                    f"enabled (enabled: {cfg.enabled_text()})")
     elif version[:2] != (1, 0):
