@@ -116,6 +116,28 @@ def test_fully_connected(case):
     check(m, rng)
 
 
+@pytest.mark.parametrize("scales", ["per-tensor", "per-channel", "dyadic"])
+def test_fully_connected_rounds_once_as_the_reference_kernel(scales):
+    """The reference FULLY_CONNECTED rounds acc * (in_scale * w_scale / out_scale) once, halves
+    away from zero: 4,096 outputs, where TFLite's two roundings (MultiplyByQuantizedMultiplier)
+    differ in about one in 500; with power-of-two scales many products are exact halves, of
+    both signs."""
+    rng = np.random.default_rng(17)
+    k, n, rows = 256, 64, 64
+    m = Model()
+    dyadic = scales == "dyadic"
+    s_in, z_in = (0.5, 3) if dyadic else _q(rng)
+    x = m.input((rows, k), s_in, z_in)
+    ws = 0.25 if dyadic else rng.uniform(0.002, 0.02, n) if scales == "per-channel" else 0.01
+    zps = [0] * n if scales == "per-channel" else 0
+    wt = m.const(rng.integers(-127, 128, (n, k)), np.int8, scale=ws, zp=zps)
+    bt = m.const(rng.integers(-2000, 2000, n), np.int32, scale=s_in * np.asarray(ws), zp=zps)
+    y = m.output((rows, n), 256.0 if dyadic else 0.05 * k * 0.01, -5)
+    m.op("FULLY_CONNECTED", [x, wt, bt], [y], options("FullyConnectedOptions"),
+         "FullyConnectedOptions")
+    check(m, rng)
+
+
 @pytest.mark.parametrize("case", [((2, 3, 4), (2, 4, 5), False, False), ((1, 5, 3), (1, 5, 4), True, False),
                                   ((2, 2, 3, 6), (1, 1, 6, 3), False, False), ((3, 4, 6), (3, 5, 6), False, True)])
 def test_batch_matmul(case):

@@ -1,9 +1,15 @@
 """CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED and BATCH_MATMUL: a TOSA MAC
 operator on int32 accumulators, then RESCALE by TFLite's per-channel multipliers (DOUBLE_ROUND
-is TFLite's two roundings) and CLAMP to the fused activation's range."""
+is TFLite's two roundings) and CLAMP to the fused activation's range. FULLY_CONNECTED's reference
+kernel rounds once instead: round(acc * scale), the scale a double (single_round())."""
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
+
+from npu_sim.isa.errors import UnsupportedError
 
 from .context import Lowering, tosa_scales
 
@@ -56,6 +62,58 @@ def requantize(L: Lowering, acc: str, reals, out_t, fused: int, out: str) -> str
     r = L.b.rescale(acc, mult, shift, "int8", output_zp=out_t.zero_point,
                     out=out if last else None)
     return r if last else L.b.clamp(r, lo, hi, out)
+
+
+def single_round(L: Lowering, acc: str, reals, out_t, fused: int) -> str:
+    """TFLite's reference FULLY_CONNECTED (the overloads taking float scales): round(acc * real)
+    with halves away from zero, `real` the double in_scale * w_scale / out_scale, then the zero
+    point and the activation's clamp. A SINGLE_ROUND RESCALE by the nearest 31-bit multiplier
+    computes floor(acc * real' + 1/2); it differs only where a half-integer lies between
+    acc * real and acc * real' (|real' - real| <= 2^-31 real: about one output in 10^7) or at an
+    exact half below zero, which only a real of at most 31 fractional bits reaches: then both
+    signs are rounded as positive and the negative results negated back."""
+    pairs = [_nearest_scale(r) for r in reals]
+    mult, shift = [m for m, _ in pairs], [sh for _, sh in pairs]
+    b, zp = L.b, out_t.zero_point
+    lo, hi = L.act_range(fused, out_t)
+    if not any(_halves_reachable(r) for r in reals):
+        r = b.rescale(acc, mult, shift, "int8", output_zp=zp, double_round=False)
+    else:
+        rank = len(b.shape_of(acc))
+        up = b.rescale(acc, mult, shift, "int32", double_round=False)
+        negated = b.op("NEGATE", [acc, b.scalar(0, "int32"), b.scalar(0, "int32")],
+                       b.shape_of(acc), "int32")
+        down = b.rescale(negated, mult, shift, "int32", double_round=False)
+        down = b.op("NEGATE", [down, b.scalar(0, "int32"), b.scalar(0, "int32")],
+                    b.shape_of(acc), "int32")
+        positive = b.op("GREATER_EQUAL", [acc, b.bcast(0, "int32", rank)], b.shape_of(acc),
+                        "bool")
+        r = b.saturate(b.op("SELECT", [positive, up, down], b.shape_of(acc), "int32"), "int8",
+                       output_zp=zp)
+    info = np.iinfo(np.int8)
+    return r if lo <= info.min and hi >= info.max else b.clamp(r, lo, hi)
+
+
+def _nearest_scale(real: float) -> tuple[int, int]:
+    """TOSA (multiplier, shift) nearest `real`: a 31-bit multiplier, fewer bits where the shift
+    would pass 62."""
+    if real <= 0.0:
+        return 0, 31
+    frac, exp = math.frexp(real)                 # real = frac * 2^exp, frac in [0.5, 1)
+    shift = min(31 - exp, 62)
+    m = round(Fraction(real) * 2 ** shift)
+    if m >= 1 << 31:                             # rounded up to 2^31
+        m, shift = m >> 1, shift - 1
+    if shift < 2:
+        raise UnsupportedError(f"a rescale factor {real:.3g} is outside what RESCALE can express")
+    return int(m), shift
+
+
+def _halves_reachable(real: float) -> bool:
+    """Whether acc * real is exactly a half-integer for some int32 acc: real = M / 2^E with M
+    odd and 1 <= E <= 31 (acc = 2^(E-1) times an odd number)."""
+    den = Fraction(real).denominator            # a power of two: real is a double
+    return 2 <= den <= 1 << 31
 
 
 def _bias(L: Lowering, k: int, n: int) -> str:
@@ -166,8 +224,8 @@ def fully_connected(L: Lowering):
                (1, rows, 1, n), "int32",
                {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1), "local_bound": False,
                 "acc_type": "int32"})
-    y = requantize(L, acc, _filter_reals(L, x, w_t, o, n), o,
-                   L.op.options.get("fused_activation_function", 0), None)
+    y = single_round(L, acc, _filter_reals(L, x, w_t, o, n), o,
+                     L.op.options.get("fused_activation_function", 0))
     b.reshape(y, o.shape, L.out())
 
 
