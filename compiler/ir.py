@@ -48,7 +48,8 @@ class Operator:
 
     def describe(self) -> str:
         where = f"#{self.index} " if self.index >= 0 else ""
-        return f"{where}{self.op} -> {', '.join(self.outputs)}"
+        origin = f" (from {self.location})" if self.location else ""
+        return f"{where}{self.op} -> {', '.join(self.outputs)}{origin}"
 
 
 @record

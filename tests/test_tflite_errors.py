@@ -73,8 +73,8 @@ def test_float32_model_on_an_integer_config(tmp_path, capsys):
     y = m.output((1, 3), None, None, dtype=np.float32)
     m.op("FULLY_CONNECTED", [x, w, -1], [y], options("FullyConnectedOptions"),
          "FullyConnectedOptions")
-    _fails(capsys, _write(tmp_path, m), "tfl0_fully_connected", "fp32", "PRO-FP",
-           config="edge-256")
+    _fails(capsys, _write(tmp_path, m), "(from TFLite operator #0 FULLY_CONNECTED)", "fp32",
+           "PRO-FP", config="edge-256")
 
 
 def test_not_a_tflite_file(tmp_path, capsys):

@@ -157,6 +157,7 @@ def _lower(sg: Subgraph, t: Translator, source: str, region: bool = False) -> Gr
         L.op = op
         label = t.labels[j]
         b.where = label.replace("operation #", "nnapi").replace(" ", "_").lower()
+        b.origin = f"NNAPI {label}"
         try:
             floating = any(tfl.tensors[k].dtype in FLOATS for k in op.inputs[:1] + op.outputs)
             lower = (FLOAT_BUILTINS.get(op.op) if floating else None) or LOWERINGS[op.op]

@@ -111,7 +111,7 @@ def lower(op: str):
         outs = [L.out(i) for i in range(len(L.op.outputs))]
         b = L.b
         b.operators.append(Operator(op, ins, outs, {k: L.op.options[k] for k in keys},
-                                    b.where, len(b.operators)))
+                                    b.origin, len(b.operators)))
     return run
 
 

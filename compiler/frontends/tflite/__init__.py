@@ -63,6 +63,7 @@ def _lower(model, source: str) -> Graph:
                                    f"{', '.join(sorted({*BUILTINS, *FLOAT_BUILTINS}))})")
         L.op = op
         L.b.where = f"tfl{op.index}_{op.op.lower()}"
+        L.b.origin = f"TFLite operator #{op.index} {op.op}"
         try:
             with float_checked(f"operator #{op.index} {op.op}"):
                 lower(L)

@@ -14,7 +14,8 @@ class IRBuilder:
         self.reserved = reserved      # the model's own tensor names, declared when first used
         self.operators: list[Operator] = []
         self.source = source
-        self.where = ""           # the TFLite operator being lowered, for names and locations
+        self.where = ""           # the frontend operator being lowered, as tensor names begin
+        self.origin = ""          # the same as messages name it ("TFLite operator #3 ADD")
         self._count = 0
 
     def fresh(self, hint: str) -> str:
@@ -36,7 +37,7 @@ class IRBuilder:
         """A CONST operator writing `data` into the tensor `name` (a model tensor)."""
         arr = np.ascontiguousarray(np.asarray(data).astype(STORAGE[dtype]))
         self.tensor(name, arr.shape, dtype, arr)
-        self.operators.append(Operator("CONST", [], [name], location=self.where))
+        self.operators.append(Operator("CONST", [], [name], location=self.origin))
         return name
 
     def scalar(self, value: int, dtype: str) -> str:
@@ -49,7 +50,7 @@ class IRBuilder:
     def shape(self, values) -> str:
         arr = np.asarray(list(values), np.int64)
         name = self.tensor(self.fresh("shape"), (arr.size,), "shape", arr)
-        self.operators.append(Operator("CONST_SHAPE", [], [name], location=self.where))
+        self.operators.append(Operator("CONST_SHAPE", [], [name], location=self.origin))
         return name
 
     def op(self, op: str, inputs: list[str], shape, dtype: str, attrs: dict | None = None,
@@ -57,7 +58,7 @@ class IRBuilder:
         out = out or self.tensor(self.fresh(op.lower()), shape, dtype)
         if out not in self.tensors:
             self.tensor(out, shape, dtype)
-        self.operators.append(Operator(op, list(inputs), [out], dict(attrs or {}), self.where,
+        self.operators.append(Operator(op, list(inputs), [out], dict(attrs or {}), self.origin,
                                        len(self.operators)))
         return out
 

@@ -75,7 +75,7 @@ class Lowering:
                 raise UnsupportedError(f"operator #{self.op.index} {self.op.op} reads tensor "
                                        f"'{t.name}', which no operator before it writes")
             self.b.tensor(name, t.shape, dtype, np.asarray(t.data))
-            self.b.operators.append(Operator("CONST", [], [name]))
+            self.b.operators.append(Operator("CONST", [], [name], location=self.b.origin))
         return name
 
     def out(self, k: int = 0) -> str:
