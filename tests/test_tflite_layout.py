@@ -176,3 +176,30 @@ def test_split_v(sizes, axis):
     m.op("SPLIT_V", [x, m.const(np.array(sizes, np.int32)), m.const(np.array([axis], np.int32))],
          outs, options("SplitVOptions", numSplits=len(sizes)), "SplitVOptions")
     check(m, rng)
+
+
+def test_a_reshape_whose_shape_comes_from_shape_runs_at_the_stored_batch():
+    """Keras exports with a dynamic batch compute RESHAPE's shape at run time: SHAPE of the
+    input, its batch sliced off (STRIDED_SLICE, shrink) and PACKed with the other dims. SHAPE is
+    the input's static shape, a constant, and the shape arithmetic folds away at compile time."""
+    from npu_sim import api
+    from npu_sim.compiler.frontends.tflite import load_tflite_bytes
+    from tflite_support import config
+    rng = np.random.default_rng(3)
+    m = Model()
+    x = m.input((1, 2, 3, 4), *Q)
+    m.tensors[x].shapeSignature = [-1, 2, 3, 4]
+    dims = m.tensor((4,), np.int32)
+    m.op("SHAPE", [x], [dims], options("ShapeOptions", outType=2), "ShapeOptions")  # INT32
+    batch = m.tensor((), np.int32)
+    m.op("STRIDED_SLICE", [dims, m.const([0]), m.const([1]), m.const([1])], [batch],
+         options("StridedSliceOptions", shrinkAxisMask=1), "StridedSliceOptions")
+    new_shape = m.tensor((2,), np.int32)
+    m.op("PACK", [batch, m.const(np.array(24, np.int32))], [new_shape],
+         options("PackOptions", valuesCount=2, axis=0), "PackOptions")
+    y = m.output((1, 24), *Q)
+    m.op("RESHAPE", [x, new_shape], [y])
+    check(m, rng)
+    program = api.compile_model(load_tflite_bytes(m.serialize(), "shape.tflite"), config())
+    ops = {op for layer in program.layers for op in layer.ops}
+    assert not ops & {"SLICE", "CONCAT"}, ops          # nothing of the shape arithmetic runs

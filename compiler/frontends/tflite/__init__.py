@@ -22,6 +22,7 @@ BUILTINS = {
     "MAX_POOL_2D": pool.max_pool_2d, "AVERAGE_POOL_2D": pool.average_pool_2d,
     "SOFTMAX": softmax.softmax, "LOG_SOFTMAX": softmax.log_softmax,
     "RESHAPE": layout.reshape, "SQUEEZE": layout.squeeze, "EXPAND_DIMS": layout.expand_dims,
+    "SHAPE": layout.shape,
     "CONCATENATION": layout.concatenation, "PACK": layout.pack, "UNPACK": layout.unpack,
     "SPLIT": layout.split, "SPLIT_V": layout.split_v, "PAD": layout.pad, "PADV2": layout.padv2,
     "MIRROR_PAD": layout.mirror_pad, "TRANSPOSE": layout.transpose, "SLICE": layout.slice_,

@@ -25,6 +25,16 @@ def reshape(L: Lowering):
 squeeze = expand_dims = reshape
 
 
+def shape(L: Lowering):
+    """SHAPE: the input's static shape, a constant. Keras exports with a dynamic batch compute
+    RESHAPE's shape from it (SHAPE, STRIDED_SLICE, PACK); those folds away at compile time, and
+    RESHAPE takes its output's static shape."""
+    o = L.o()
+    if L.dtype(o) != "int32":
+        L.fail(f"out_type {o.dtype}: only INT32 shapes are supported")
+    L.b.const_named(L.names[o.index], np.array(L.t(0).shape, np.int32), "int32")
+
+
 def _axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
