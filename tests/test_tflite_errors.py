@@ -45,6 +45,11 @@ def test_unsupported_builtin_is_named_with_its_index(tmp_path, capsys):
     _fails(capsys, _write(tmp_path, _relu_then("CUMSUM")), "operator #1 CUMSUM", "not supported")
 
 
+def test_a_float_only_builtin_on_int8_says_so(tmp_path, capsys):
+    _fails(capsys, _write(tmp_path, _relu_then("EXP")), "operator #1 EXP",
+           "float32 and float16 tensors only; this one is INT8")
+
+
 def test_custom_op_is_named_with_its_index(tmp_path, capsys):
     m = _relu_then("RELU")
     m.codes.append((S.BuiltinOperator.CUSTOM, "CUSTOM"))

@@ -107,6 +107,18 @@ def test_float_math(op, positive):
     check_float(m, rng, feed={"in0": v})
 
 
+@pytest.mark.parametrize("approximate", [False, True])
+def test_gelu(approximate):
+    """GELU over [-8, 8] (its tail below -5 is tinier than the output range's 1e-5)."""
+    rng = np.random.default_rng(9)
+    shape = (4, 64)
+    m = _model()
+    y = _out(m, shape)
+    m.op("GELU", [_in(m, shape)], [y], options("GeluOptions", approximate=approximate),
+         "GeluOptions")
+    check_float(m, rng, feed={"in0": rng.uniform(-8, 8, shape).astype(F)})
+
+
 @pytest.mark.parametrize("op,opts", [("DIV", "DivOptions"), ("POW", None)])
 def test_div_and_pow(op, opts):
     rng = np.random.default_rng(len(op))

@@ -272,6 +272,32 @@ def test_unary(op, q_out, q_in):
     _unary(op, (1, 5, 5, 11), q_in, q_out, seed=int(q_in[0] * 100))
 
 
+def _every_byte(op, q_in, q_out, lowest=-128, opts=None, opts_type=None):
+    """The builtin on every int8 input from `lowest` up: its whole table."""
+    m = Model()
+    values = np.arange(lowest, 128, dtype=np.int8)
+    x = m.input(values.shape, *q_in)
+    y = m.output(values.shape, *q_out)
+    m.op(op, [x], [y], opts, opts_type)
+    check(m, np.random.default_rng(0), feed={"in0": values})
+
+
+@pytest.mark.parametrize("approximate", [False, True])
+@pytest.mark.parametrize("q_in,q_out", [((0.05, 0), (0.03, -40)), ((0.1, -20), (0.08, 10)),
+                                        ((0.02, 40), (0.01, -100))])
+def test_gelu(approximate, q_in, q_out):
+    _every_byte("GELU", q_in, q_out, opts=options("GeluOptions", approximate=approximate),
+                opts_type="GeluOptions")
+
+
+@pytest.mark.parametrize("q_in,q_out", [((0.05, -128), (0.02, -128)), ((0.003, 0), (0.1, -100)),
+                                        ((0.5, -50), (0.01, 3)), ((1e-4, -100), (1.0, -128))])
+def test_rsqrt(q_in, q_out):
+    """Every input at or above the zero point (below it the reference kernel stops: RSQRT of a
+    negative real)."""
+    _every_byte("RSQRT", q_in, q_out, lowest=q_in[1])
+
+
 @pytest.mark.parametrize("alpha,q_in,q_out", [(0.1, (0.05, 3), (0.04, -7)), (0.3, (0.1, -20), (0.08, 10)),
                                              (0.01, (0.02, 60), (0.03, -100)), (0.9, (0.2, 0), (0.2, 0))])
 def test_leaky_relu(alpha, q_in, q_out):

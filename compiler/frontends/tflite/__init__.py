@@ -58,6 +58,10 @@ def _lower(model, source: str) -> Graph:
         floating = any(model.tensors[t].dtype in FLOATS for t in op.inputs[:1] + op.outputs
                        if t >= 0)
         lower = (FLOAT_BUILTINS.get(op.op) if floating else None) or BUILTINS.get(op.op)
+        if lower is None and op.op in FLOAT_BUILTINS:
+            kinds = {model.tensors[t].dtype for t in op.inputs[:1] + op.outputs if t >= 0}
+            raise UnsupportedError(f"operator #{op.index} {op.op} is supported on float32 and "
+                                   f"float16 tensors only; this one is {', '.join(sorted(kinds))}")
         if lower is None:
             raise UnsupportedError(f"operator #{op.index} {op.op} is not supported by the TFLite "
                                    f"frontend (supported builtins: "

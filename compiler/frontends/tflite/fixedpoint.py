@@ -97,3 +97,28 @@ def exp_on_negative_values(a, integer_bits: int):
     if integer_bits > 5:
         result = np.where(a < -(1 << (36 - integer_bits)), 0, result)
     return np.where(a == 0, INT32_MAX, result)
+
+
+def inv_sqrt_multiplier(value: int) -> tuple[int, int]:
+    """GetInvSqrtQuantizedMultiplierExp(value, kReverseShift): (multiplier, left shift) with
+    1/sqrt(value) = multiplier * 2^(shift - 31), by gemmlowp's fixed-point Newton iteration
+    (five steps from 1, Q3.28); values <= 1 give (INT32_MAX, 0) as the kernel's special case."""
+    if value <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = (31 - value.bit_length()) // 2 - 1      # (leading zeros - 1) / 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    one, half_three = 1 << 28, (1 << 28) + (1 << 27)
+    half_input = int(rdbpot(value >> 1, 1))
+    x = one
+    for _ in range(5):
+        x3 = int(sat_mul_pot(srdhm(srdhm(x, x), x), 6))                # Rescale<3> of Q9
+        x = int(sat_mul_pot(_wrap32(int(srdhm(half_three, x)) - int(srdhm(half_input, x3))), 3))
+    x = int(srdhm(x, 1518500250))                                     # times sqrt(2) / 2
+    if shift < 0:
+        x, shift = int(_wrap32(x << -shift)), 0
+    return x, -shift

@@ -1,13 +1,16 @@
 """Unary builtins. Those whose TFLite int8 result is a function of the input byte alone become a
-TABLE of that function, computed here exactly as the reference kernel computes it (LOGISTIC and
-TANH: its float lookup table; LEAKY_RELU, HARD_SWISH: its integer arithmetic); RELU-like
-clamps and QUANTIZE are a RESCALE and a CLAMP; PRELU selects between two RESCALEs."""
+TABLE of that function, computed here exactly as the reference kernel computes it (LOGISTIC,
+TANH and GELU: its float lookup table; LEAKY_RELU, HARD_SWISH, RSQRT: its integer arithmetic);
+RELU-like clamps and QUANTIZE are a RESCALE and a CLAMP; PRELU selects between two RESCALEs."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from .context import Lowering, tosa_scale
-from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier, rdbpot, round_away
+from .fixedpoint import (inv_sqrt_multiplier, multiply_by_quantized_multiplier,
+                         quantize_multiplier, rdbpot, round_away)
 
 BYTES = np.arange(-128, 128, dtype=np.int64)
 F32 = np.float32
@@ -46,6 +49,50 @@ def logistic(L: Lowering):
 
 def tanh(L: Lowering):
     _float_lut(L, lambda v: np.array([F32(np.tanh(np.float64(t))) for t in v], F32))
+
+
+def _erfc(v):
+    """erfcf: the double erfc of each float32, rounded to float32."""
+    return np.array([math.erfc(float(t)) for t in v]).astype(F32)
+
+
+_MINUS_SQRT1_2 = F32(-math.sqrt(0.5))                  # static_cast<float>(-M_SQRT1_2)
+_SQRT_2_OVER_PI = F32(2 / math.sqrt(math.pi) * math.sqrt(0.5))     # kSqrt2dPi, a float
+
+
+def gelu(L: Lowering):
+    """GeluTransform, 0.5 x erfc(-x / sqrt 2), or with `approximate` its tanh form, in float32
+    operation by operation as the kernel's LUTPopulate evaluates it."""
+    if L.op.options.get("approximate", False):
+        def f(v):
+            inner = _SQRT_2_OVER_PI * (v + F32(0.044715) * v * v * v)
+            t = np.array([np.tanh(np.float64(u)) for u in inner]).astype(F32)
+            return F32(0.5) * v * (F32(1) + t)
+    else:
+        def f(v):
+            return F32(0.5) * v * _erfc(v * _MINUS_SQRT1_2)
+    _float_lut(L, f)
+
+
+def rsqrt(L: Lowering):
+    """RsqrtEvalQuantizedInt8 for every input byte: 1/sqrt(x - zp) as gemmlowp's fixed-point
+    multiplier, applied to 1 << 20, then the multiplier of 1 / (sqrt(in_scale) out_scale) (float
+    sqrt and product, as the kernel's floats give them); x == zp gives 127. Bytes below the zero
+    point, negative reals for which the kernel stops with an error, take its code's path for 1."""
+    x, o = L.t(0), L.o()
+    L.need_int8(x, o)
+    scale = 1.0 / float(F32(math.sqrt(float(F32(x.scale)))) * F32(o.scale))
+    m, shift = quantize_multiplier(scale)
+    out = []
+    for byte in BYTES.tolist():
+        value = byte - x.zero_point
+        if value == 0:
+            out.append(127)
+            continue
+        inv, inv_shift = inv_sqrt_multiplier(value)
+        data = int(multiply_by_quantized_multiplier(1, inv, inv_shift + 20))
+        out.append(int(multiply_by_quantized_multiplier(data, m, shift - 20)) + o.zero_point)
+    _table_op(L, out)
 
 
 def leaky_relu(L: Lowering):
@@ -162,6 +209,7 @@ def prelu(L: Lowering):
     b.op("SELECT", [cond, pos, neg], o.shape, "int8", {}, L.out())
 
 
-BUILTINS = {"LOGISTIC": logistic, "TANH": tanh, "LEAKY_RELU": leaky_relu,
+BUILTINS = {"LOGISTIC": logistic, "TANH": tanh, "GELU": gelu, "RSQRT": rsqrt,
+            "LEAKY_RELU": leaky_relu,
             "HARD_SWISH": hard_swish, "RELU": relu, "RELU6": relu6, "RELU_N1_TO_1": relu_n1_to_1,
             "RELU_0_TO_1": relu_0_to_1, "QUANTIZE": quantize, "PRELU": prelu}
