@@ -203,3 +203,63 @@ def test_a_reshape_whose_shape_comes_from_shape_runs_at_the_stored_batch():
     program = api.compile_model(load_tflite_bytes(m.serialize(), "shape.tflite"), config())
     ops = {op for layer in program.layers for op in layer.ops}
     assert not ops & {"SLICE", "CONCAT"}, ops          # nothing of the shape arithmetic runs
+
+
+@pytest.mark.parametrize("shape,block,pads", [((1, 5, 6, 3), (2, 3), ((1, 0), (0, 0))),
+                                              ((2, 7, 4), (2,), ((1, 2),)),
+                                              ((1, 4, 4, 2), (2, 2), ((0, 0), (2, 2)))])
+def test_space_to_batch_nd_and_back(shape, block, pads):
+    """SPACE_TO_BATCH_ND pads with the zero point and moves the blocks into the batch;
+    BATCH_TO_SPACE_ND puts them back and crops (here what the first padded)."""
+    padded = [n + a + b for n, (a, b) in zip(shape[1:], pads)]
+    moved = (shape[0] * int(np.prod(block)), *[n // k for n, k in zip(padded, block)],
+             *shape[1 + len(block):])
+    m = Model()
+    x = m.input(shape, *Q)
+    y = m.tensor(moved, np.int8, *Q)
+    m.op("SPACE_TO_BATCH_ND", [x, m.const(block), m.const(pads)], [y])
+    back = m.output(shape, *Q)
+    m.outputs.insert(0, y)
+    m.op("BATCH_TO_SPACE_ND", [y, m.const(block), m.const(pads)], [back])
+    check(m, np.random.default_rng(len(shape)))
+
+
+def test_a_dynamic_batch_export_gets_the_shapes_tflite_works_out():
+    """A Keras export with a dynamic batch stores batch 1 everywhere, and a -1 where a shape is
+    computed, with a placeholder shape: here a dilated 1-D convolution as SPACE_TO_BATCH_ND, CONV_2D and
+    BATCH_TO_SPACE_ND, whose middle tensors hold batch 2 when the graph runs, and a RESHAPE
+    stored as [1, 1] (signature [-1, -1]) whose shape comes from SHAPE. The shapes are worked out as TFLite's interpreter
+    works them out, and the outputs match its reference kernels."""
+    rng = np.random.default_rng(5)
+    m = Model()
+    x = m.input((1, 8, 3), *Q)
+    m.tensors[x].shapeSignature = [-1, 8, 3]
+    s2b = m.tensor((1, 5, 3), np.int8, *Q)                  # stored batch 1; it runs with 2
+    m.tensors[s2b].shapeSignature = [-1, 5, 3]
+    m.op("SPACE_TO_BATCH_ND", [x, m.const([2]), m.const([[1, 1]])], [s2b])
+    wide = m.tensor((1, 1, 5, 3), np.int8, *Q)
+    m.op("EXPAND_DIMS", [s2b, m.const(np.array(1, np.int32))], [wide])
+    w = m.const(rng.integers(-127, 128, (4, 1, 3, 3)), np.int8, scale=0.01, zp=0)
+    bias = m.const(rng.integers(-100, 100, 4), np.int32, scale=0.05 * 0.01, zp=0)
+    conv = m.tensor((1, 1, 3, 4), np.int8, 0.08, -2)
+    m.op("CONV_2D", [wide, w, bias], [conv], options("Conv2DOptions", padding=1, strideH=1,
+                                                     strideW=1),
+         "Conv2DOptions")
+    narrow = m.tensor((1, 3, 4), np.int8, 0.08, -2)
+    m.op("RESHAPE", [conv, m.const([-1, 3, 4])], [narrow])
+    b2s = m.tensor((1, 6, 4), np.int8, 0.08, -2)
+    m.op("BATCH_TO_SPACE_ND", [narrow, m.const([2]), m.const([[0, 0]])], [b2s])
+    dims = m.tensor((3,), np.int32)
+    m.op("SHAPE", [b2s], [dims], options("ShapeOptions", outType=2), "ShapeOptions")
+    batch = m.tensor((), np.int32)
+    m.op("STRIDED_SLICE", [dims, m.const([0]), m.const([1]), m.const([1])], [batch],
+         options("StridedSliceOptions", shrinkAxisMask=1), "StridedSliceOptions")
+    flat_shape = m.tensor((2,), np.int32)
+    m.op("PACK", [batch, m.const(np.array(24, np.int32))], [flat_shape],
+         options("PackOptions", valuesCount=2, axis=0), "PackOptions")
+    flat = m.tensor((1, 1), np.int8, 0.08, -2)                # as the converter stores it
+    m.tensors[flat].shapeSignature = [-1, -1]
+    m.op("RESHAPE", [b2s, flat_shape], [flat])
+    y = m.output((1, 24), 0.08, -2)
+    m.op("RELU", [flat], [y])
+    check(m, rng)

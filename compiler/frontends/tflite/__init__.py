@@ -11,6 +11,7 @@ from npu_sim.compiler.ir import Graph
 from . import elementwise, floats, fmath, layout, mac, norms, pool, reduce, softmax, unary
 from .context import FLOATS, Lowering, float_checked
 from .reader import read_model
+from .shapes import infer_shapes
 
 INPUT_TYPES = {"INT8": "int8", "INT16": "int16", "INT32": "int32", "FLOAT32": "fp32",
                "FLOAT16": "fp16"}
@@ -22,7 +23,7 @@ BUILTINS = {
     "MAX_POOL_2D": pool.max_pool_2d, "AVERAGE_POOL_2D": pool.average_pool_2d,
     "SOFTMAX": softmax.softmax, "LOG_SOFTMAX": softmax.log_softmax,
     "RESHAPE": layout.reshape, "SQUEEZE": layout.squeeze, "EXPAND_DIMS": layout.expand_dims,
-    "SHAPE": layout.shape,
+    "SPACE_TO_BATCH_ND": layout.space_to_batch_nd, "BATCH_TO_SPACE_ND": layout.batch_to_space_nd,
     "CONCATENATION": layout.concatenation, "PACK": layout.pack, "UNPACK": layout.unpack,
     "SPLIT": layout.split, "SPLIT_V": layout.split_v, "PAD": layout.pad, "PADV2": layout.padv2,
     "MIRROR_PAD": layout.mirror_pad, "TRANSPOSE": layout.transpose, "SLICE": layout.slice_,
@@ -46,6 +47,11 @@ def load_tflite_bytes(buf: bytes, source: str = "<bytes>") -> Graph:
 
 
 def _lower(model, source: str) -> Graph:
+    try:
+        folded = infer_shapes(model)       # SHAPE and the int32 arithmetic on it, evaluated
+    except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError) as exc:
+        raise ModelError(f"inconsistent shapes ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:120]})") from None
     L = Lowering(model, source)
     for t in model.inputs:
         tensor = model.tensors[t]
@@ -55,6 +61,11 @@ def _lower(model, source: str) -> Graph:
                                    f"{', '.join(INPUT_TYPES)}")
         L.b.tensor(L.names[t], tensor.shape, INPUT_TYPES[tensor.dtype])
     for op in model.operators:
+        if op.index in folded:
+            out = model.tensors[op.outputs[0]]
+            if out.index in model.outputs:          # a graph output: its constant value
+                L.b.const_named(L.names[out.index], out.data, "int32")
+            continue
         floating = any(model.tensors[t].dtype in FLOATS for t in op.inputs[:1] + op.outputs
                        if t >= 0)
         lower = (FLOAT_BUILTINS.get(op.op) if floating else None) or BUILTINS.get(op.op)
@@ -65,7 +76,7 @@ def _lower(model, source: str) -> Graph:
         if lower is None:
             raise UnsupportedError(f"operator #{op.index} {op.op} is not supported by the TFLite "
                                    f"frontend (supported builtins: "
-                                   f"{', '.join(sorted({*BUILTINS, *FLOAT_BUILTINS}))})")
+                                   f"{', '.join(sorted({*BUILTINS, *FLOAT_BUILTINS, 'SHAPE'}))})")
         L.op = op
         L.b.where = f"tfl{op.index}_{op.op.lower()}"
         L.b.origin = f"TFLite operator #{op.index} {op.op}"

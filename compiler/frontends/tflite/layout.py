@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from npu_sim.isa.errors import UnsupportedError
+
 from .context import Lowering
+from .shapes import strided_plan
 
 
 def _same_quant(L: Lowering, *ks: int):
@@ -23,16 +26,6 @@ def reshape(L: Lowering):
 
 
 squeeze = expand_dims = reshape
-
-
-def shape(L: Lowering):
-    """SHAPE: the input's static shape, a constant. Keras exports with a dynamic batch compute
-    RESHAPE's shape from it (SHAPE, STRIDED_SLICE, PACK); those folds away at compile time, and
-    RESHAPE takes its output's static shape."""
-    o = L.o()
-    if L.dtype(o) != "int32":
-        L.fail(f"out_type {o.dtype}: only INT32 shapes are supported")
-    L.b.const_named(L.names[o.index], np.array(L.t(0).shape, np.int32), "int32")
 
 
 def _axis(axis: int, rank: int) -> int:
@@ -177,36 +170,19 @@ def slice_(L: Lowering):
 
 
 def strided_slice(L: Lowering):
-    """Constant begin/end/strides with the masks resolved as TFLite does; a stride other than 1
-    is a SLICE, a RESHAPE splitting the axis into (count, stride) and a SLICE of the first."""
+    """Constant begin/end/strides with the masks resolved as TFLite does (strided_plan); a
+    stride other than 1 is a SLICE, a RESHAPE splitting the axis into (count, stride) and a
+    SLICE of the first."""
     _same_quant(L, 0)
-    x, opt = L.t(0), L.op.options
-    if opt.get("ellipsis_mask") or opt.get("new_axis_mask") or opt.get("offset"):
-        L.fail("ellipsis, new-axis masks and offset are not supported")
-    begin, end, strides = (L.const_input(k).reshape(-1).astype(int) for k in (1, 2, 3))
+    x = L.t(0)
+    try:
+        plan = strided_plan(x.shape, *(L.const_input(k).reshape(-1).astype(int)
+                                       for k in (1, 2, 3)), L.op.options)
+    except UnsupportedError as exc:
+        L.fail(str(exc).removeprefix("STRIDED_SLICE: "))
     b, y = L.b, L.value(0)
-    shape = list(x.shape)
-    for axis in range(len(shape)):
-        n, s = shape[axis], int(strides[axis])
-        if s == 0:
-            L.fail("a zero stride")
-        shrink = opt.get("shrink_axis_mask", 0) >> axis & 1
-        if opt.get("begin_mask", 0) >> axis & 1 and not shrink:
-            lo = 0 if s > 0 else n - 1
-        else:
-            lo = int(begin[axis]) + (n if int(begin[axis]) < 0 else 0)
-        if opt.get("end_mask", 0) >> axis & 1 and not shrink:
-            hi = n if s > 0 else -1
-        else:
-            hi = int(end[axis]) + (n if int(end[axis]) < 0 else 0)
-        # StartForAxis/StopForAxis clamp to [0, n] for positive strides, [-1, n-1] for negative
-        lo, hi = (min(max(v, 0), n) for v in (lo, hi)) if s > 0 else \
-            (min(max(v, -1), n - 1) for v in (lo, hi))
-        if shrink:
-            if s < 0:
-                L.fail("a shrunk axis with a negative stride")
-            hi = lo + 1
-        count = max(0, -(-(hi - lo) // s))
+    for axis, (lo, count, s, _) in enumerate(plan):
+        n = x.shape[axis]
         if s < 0:               # the axis reversed: element lo + k*s is (n-1-lo) + k*|s| of it
             y = b.op("REVERSE", [y], b.shape_of(y), b.dtype_of(y), {"axis": axis})
             lo, s = n - 1 - lo, -s
@@ -235,6 +211,54 @@ def strided_slice(L: Lowering):
             size[axis] = count
             y = b.reshape(y, size)
     b.reshape(y, L.o().shape, L.out())
+
+
+def space_to_batch_nd(L: Lowering):
+    """PAD (with the output's zero point, as the kernel fills), RESHAPE each spatial dim into
+    (dim / block, block), TRANSPOSE the blocks ahead of the batch, RESHAPE: output batch
+    (shift_h * block_w + shift_w) * batch + n, as SpaceToBatchND orders it."""
+    _same_quant(L, 0)
+    x, o, b = L.t(0), L.o(), L.b
+    block = [int(v) for v in L.const_input(1).reshape(-1)]
+    pads = L.const_input(2).reshape(-1, 2)
+    m, rest = len(block), list(x.shape[1 + len(block):])
+    fill = o.zero_point if o.dtype == "INT8" else 0
+    padded = [n + int(p[0]) + int(p[1]) for n, p in zip(x.shape[1:1 + m], pads)]
+    y = b.op("PAD", [L.value(0), b.shape([0, 0] + [int(v) for v in pads.reshape(-1)]
+                                          + [0, 0] * len(rest)), b.scalar(fill, L.dtype(x))],
+             [x.shape[0]] + padded + rest, L.dtype(x))
+    split = [x.shape[0]]                              # [N, H / bh, bh, W / bw, bw, rest...]
+    for n, k in zip(padded, block):
+        split += [n // k, k]
+    split += rest
+    perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + \
+        list(range(1 + 2 * m, len(split)))
+    y = b.op("TRANSPOSE", [b.reshape(y, split)], [split[p] for p in perm], L.dtype(x),
+             {"perms": tuple(perm)})
+    b.reshape(y, o.shape, L.out())
+
+
+def batch_to_space_nd(L: Lowering):
+    """The inverse: RESHAPE the batch into (blocks..., batch), TRANSPOSE each block next to its
+    spatial dim, RESHAPE, and SLICE the crops away."""
+    _same_quant(L, 0)
+    x, o, b = L.t(0), L.o(), L.b
+    block = [int(v) for v in L.const_input(1).reshape(-1)]
+    crops = L.const_input(2).reshape(-1, 2)
+    m, rest = len(block), list(x.shape[1 + len(block):])
+    batch = x.shape[0] // int(np.prod(block))
+    y = b.reshape(L.value(0), block + [batch] + list(x.shape[1:]))
+    perm = [m]
+    for i in range(m):
+        perm += [m + 1 + i, i]
+    perm += list(range(2 * m + 1, 2 * m + 1 + len(rest)))
+    full = block + [batch] + list(x.shape[1:])
+    y = b.op("TRANSPOSE", [y], [full[p] for p in perm], L.dtype(x), {"perms": tuple(perm)})
+    uncropped = [batch] + [n * k for n, k in zip(x.shape[1:1 + m], block)] + rest
+    y = b.reshape(y, uncropped)
+    begin = [0] + [int(c[0]) for c in crops] + [0] * len(rest)
+    y = b.op("SLICE", [y, b.shape(begin), b.shape(o.shape)], o.shape, L.dtype(x))
+    b.reshape(y, o.shape, L.out())
 
 
 def gather(L: Lowering):

@@ -40,6 +40,7 @@ class TflTensor:
     zero_points: tuple[int, ...] = ()
     quantized_dimension: int = 0
     data: np.ndarray | None = None
+    signature: tuple[int, ...] = ()           # the stored shape signature (-1: dynamic)
 
     @property
     def scale(self) -> float:
@@ -99,10 +100,6 @@ def _tensor(t, i: int, buffers, type_names) -> TflTensor:
     name = t.Name().decode(errors="replace") if t.Name() else f"tensor{i}"
     shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
     signature = tuple(int(d) for d in t.ShapeSignatureAsNumpy()) if t.ShapeSignatureLength() else ()
-    # A -1 batch in the signature runs at the shape's batch, as TFLite's interpreter does.
-    if any(d < 0 for d in shape + signature[1:]):
-        raise UnsupportedError(f"tensor {i} '{name}' has a dynamic shape "
-                               f"{list(signature or shape)}; npu-sim needs static shapes")
     dtype = type_names.get(t.Type(), f"type {t.Type()}")
     q = t.Quantization()
     scales, zps, qdim = (), (), 0
@@ -118,6 +115,9 @@ def _tensor(t, i: int, buffers, type_names) -> TflTensor:
     if b > 0 and buffers[b] is not None and buffers[b].DataLength():
         if dtype not in _NUMPY:
             raise UnsupportedError(f"tensor {i} '{name}' holds constant data of type {dtype}")
+        if any(d < 0 for d in shape):
+            raise ModelError(f"tensor {i} '{name}' holds constant data but has the dynamic "
+                             f"shape {list(shape)}")
         raw = buffers[b].DataAsNumpy()
         np_dtype = np.dtype(_NUMPY[dtype]).newbyteorder("<")
         count = int(np.prod(shape, dtype=np.int64))
@@ -125,7 +125,7 @@ def _tensor(t, i: int, buffers, type_names) -> TflTensor:
             raise ModelError(f"tensor {i} '{name}': buffer holds {raw.size} bytes, "
                              f"{count * np_dtype.itemsize} expected")
         data = raw.view(np_dtype).astype(np_dtype.newbyteorder("=")).reshape(shape)
-    return TflTensor(i, name, shape, dtype, scales, zps, qdim, data)
+    return TflTensor(i, name, shape, dtype, scales, zps, qdim, data, signature)
 
 
 # Zero points a quantized tensor of each type can hold (TFLite's kernels take them as the type).
