@@ -1,5 +1,5 @@
-"""Real frontend output: the three ExecuTorch-emitted int8 networks run bit-exactly on every
-preset, with the reference model's stored outputs as the oracle."""
+"""Real frontend output: the ExecuTorch-emitted int8 networks (data/MODELS.md) run bit-exactly on
+every preset, with the reference model's stored outputs as the oracle."""
 import json
 from pathlib import Path
 
@@ -9,7 +9,8 @@ import pytest
 from npu_sim import api
 
 DATA = Path(__file__).parent / "data"
-MODELS = ["small_cnn", "mbv2_050_128", "attn_block"]
+MODELS = ["small_cnn", "mbv2_050_128", "attn_block", "mbv3_small_96", "mha_block",
+          "upsample_concat", "misc_ops"]
 
 
 def _run(model, config):
