@@ -9,6 +9,7 @@ import numpy as np
 from npu_sim.isa.errors import UnsupportedError
 
 from ..tflite.reader import read_model
+from ..tflite.shapes import infer_shapes
 from .model import Model, Operand, OperandLifeTime, OperandType, Operation, OperationType, Subgraph
 
 T, L = OperandType, OperandLifeTime
@@ -148,9 +149,12 @@ def _operation(b: _Builder, op) -> tuple[str, list[int]]:
 
 def model_from_tflite(buf: bytes, source: str = "<tflite>") -> Model:
     tfl = read_model(buf)
+    folded = infer_shapes(tfl)          # static shapes; SHAPE's arithmetic become constants
     b = _Builder(tfl)
     inputs = [b.tensor(i) for i in tfl.inputs]
     for op in tfl.operators:
+        if op.index in folded:
+            continue
         name, args = _operation(b, op)
         outs = [b.tensor(i) for i in op.outputs]
         b.operations.append(Operation(OperationType[name], args, outs))
