@@ -178,6 +178,20 @@ def test_split_v(sizes, axis):
     check(m, rng)
 
 
+def _batch_by_shape(m: Model, x: int, rank: int, rest: int) -> int:
+    """[batch of x, rest] as Keras' dynamic-batch exports compute it: SHAPE, the batch sliced
+    off (STRIDED_SLICE with shrink), PACKed with the other dim."""
+    dims = m.tensor((rank,), np.int32)
+    m.op("SHAPE", [x], [dims], options("ShapeOptions", outType=2), "ShapeOptions")   # INT32
+    batch = m.tensor((), np.int32)
+    m.op("STRIDED_SLICE", [dims, m.const([0]), m.const([1]), m.const([1])], [batch],
+         options("StridedSliceOptions", shrinkAxisMask=1), "StridedSliceOptions")
+    shape = m.tensor((2,), np.int32)
+    m.op("PACK", [batch, m.const(np.array(rest, np.int32))], [shape],
+         options("PackOptions", valuesCount=2, axis=0), "PackOptions")
+    return shape
+
+
 def test_a_reshape_whose_shape_comes_from_shape_runs_at_the_stored_batch():
     """Keras exports with a dynamic batch compute RESHAPE's shape at run time: SHAPE of the
     input, its batch sliced off (STRIDED_SLICE, shrink) and PACKed with the other dims. SHAPE is
@@ -189,14 +203,7 @@ def test_a_reshape_whose_shape_comes_from_shape_runs_at_the_stored_batch():
     m = Model()
     x = m.input((1, 2, 3, 4), *Q)
     m.tensors[x].shapeSignature = [-1, 2, 3, 4]
-    dims = m.tensor((4,), np.int32)
-    m.op("SHAPE", [x], [dims], options("ShapeOptions", outType=2), "ShapeOptions")  # INT32
-    batch = m.tensor((), np.int32)
-    m.op("STRIDED_SLICE", [dims, m.const([0]), m.const([1]), m.const([1])], [batch],
-         options("StridedSliceOptions", shrinkAxisMask=1), "StridedSliceOptions")
-    new_shape = m.tensor((2,), np.int32)
-    m.op("PACK", [batch, m.const(np.array(24, np.int32))], [new_shape],
-         options("PackOptions", valuesCount=2, axis=0), "PackOptions")
+    new_shape = _batch_by_shape(m, x, 4, 24)
     y = m.output((1, 24), *Q)
     m.op("RESHAPE", [x, new_shape], [y])
     check(m, rng)
@@ -249,14 +256,7 @@ def test_a_dynamic_batch_export_gets_the_shapes_tflite_works_out():
     m.op("RESHAPE", [conv, m.const([-1, 3, 4])], [narrow])
     b2s = m.tensor((1, 6, 4), np.int8, 0.08, -2)
     m.op("BATCH_TO_SPACE_ND", [narrow, m.const([2]), m.const([[0, 0]])], [b2s])
-    dims = m.tensor((3,), np.int32)
-    m.op("SHAPE", [b2s], [dims], options("ShapeOptions", outType=2), "ShapeOptions")
-    batch = m.tensor((), np.int32)
-    m.op("STRIDED_SLICE", [dims, m.const([0]), m.const([1]), m.const([1])], [batch],
-         options("StridedSliceOptions", shrinkAxisMask=1), "StridedSliceOptions")
-    flat_shape = m.tensor((2,), np.int32)
-    m.op("PACK", [batch, m.const(np.array(24, np.int32))], [flat_shape],
-         options("PackOptions", valuesCount=2, axis=0), "PackOptions")
+    flat_shape = _batch_by_shape(m, b2s, 3, 24)
     flat = m.tensor((1, 1), np.int8, 0.08, -2)                # as the converter stores it
     m.tensors[flat].shapeSignature = [-1, -1]
     m.op("RESHAPE", [b2s, flat_shape], [flat])
