@@ -5,10 +5,11 @@ A Keras model exported with a dynamic batch stores a batch of 1 (or -1) in every
 computes some shapes at run time (SHAPE, STRIDED_SLICE and PACK feeding a RESHAPE), and may
 change the batch on the way (SPACE_TO_BATCH_ND around a dilated convolution), which the stored
 shapes do not follow. infer_shapes() takes each operator's output shapes from its inputs' (the
-graph inputs at their stored batch); evaluates the int32 shape arithmetic, whose results become
-constants and whose operators are folded away; and refuses, in one line, a tensor whose shape it
-cannot work out. Where no input's shape differs from the stored one, the stored output shapes
-stand, so a model exported with static shapes lowers exactly as it is written."""
+graph inputs at their stored batch); evaluates the int32 shape arithmetic (SHAPE and what is
+computed from it), whose results become constants and whose operators are folded away; and
+refuses, in one line, a tensor whose shape it cannot work out. Where no input's shape differs
+from the stored one and no output's signature is dynamic, the stored output shapes stand, so a
+model exported with static shapes lowers as it is written."""
 from __future__ import annotations
 
 import numpy as np
@@ -49,17 +50,21 @@ def infer_shapes(model: TflModel) -> set[int]:
         t = tensors[i]
         _check_static(model, i, t.shape + t.signature[1:], t.signature or t.shape)
         shapes[i] = t.shape
-    folded = set()
+    folded, computed = set(), set()     # the folded operators, and the tensors they made
     for op in model.operators:
         ins = [i for i in op.inputs if i >= 0]
         for i in ins:
             if i not in shapes:       # read before any operator writes it: the lowering says so
                 shapes[i] = tensors[i].shape
-        value = _fold(op, model, shapes, values)
+        # SHAPE, and the arithmetic on what it computed (arithmetic on constants alone stays
+        # in the program, as the compiler leaves it)
+        value = _fold(op, model, shapes, values) \
+            if op.op == "SHAPE" or computed.intersection(ins) else None
         if value is not None:
             out = op.outputs[0]
             values[out], shapes[out] = value, tuple(value.shape)
             folded.add(op.index)
+            computed.add(out)
             continue
         outs = _outputs(op, model, shapes, values)
         for o, shape in zip(op.outputs, outs):
