@@ -1,6 +1,7 @@
 """The NNAPI device: models, validation (INVALID_ARGUMENT), getSupportedOperations,
 Capabilities, preferences, execution errors, priorities and the CTS sample."""
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -246,6 +247,50 @@ def test_tflite_requantize_is_dequantize_then_quantize():
     assert status == ErrorStatus.NONE
     assert np.array_equal(outs[0], np.clip(2 * x.astype(int) + 3, -128, 127))
     assert np.array_equal(outs[0], reference(buf, {"in0": x})["out0"])
+
+
+def _multiply_by_quantized_multiplier(acc: int, real: float) -> int:
+    """gemmlowp's two roundings, in Python integers: QuantizeMultiplier, then
+    SaturatingRoundingDoublingHighMul and RoundingDivideByPOT."""
+    frac, exp = math.frexp(real)
+    q = int(math.floor(frac * (1 << 31) + 0.5))
+    if q == 1 << 31:
+        q, exp = q // 2, exp + 1
+    x = acc << max(exp, 0)
+    ab = x * q
+    high = (ab + (1 << 30 if ab >= 0 else 1 - (1 << 30)))
+    high = high >> 31 if high >= 0 else -((-high) >> 31)
+    right = max(-exp, 0)
+    mask = (1 << right) - 1
+    return (high >> right) + ((high & mask) > (mask >> 1) + (high < 0))
+
+
+def test_fully_connected_rounds_twice_as_nnapis_reference():
+    """NNAPI's reference FullyConnected (AOSP common/operations) requantizes with
+    MultiplyByQuantizedMultiplier, two roundings; the TFLite frontend follows TFLite's reference
+    kernel, which rounds once (test_tflite_ops). 4,096 outputs, where the two differ in a few."""
+    pytest.importorskip("tflite")
+    from tflite_support import Model, options, reference
+    from npu_sim.compiler.frontends.nnapi.from_tflite import model_from_tflite
+    rng = np.random.default_rng(17)
+    weights, bias = rng.integers(-127, 128, (64, 256)), rng.integers(-2000, 2000, 64)
+    m = Model()
+    x = m.input((64, 256), 0.05, 3)
+    w = m.const(weights, np.int8, scale=0.01, zp=0)
+    b = m.const(bias, np.int32, scale=0.05 * 0.01, zp=0)
+    m.op("FULLY_CONNECTED", [x, w, b], [m.output((64, 64), 0.128, -5)],
+         options("FullyConnectedOptions"), "FullyConnectedOptions")
+    buf = m.serialize()
+    feed = rng.integers(-128, 128, (64, 256)).astype(np.int8)
+    status, _, _, outs = Device("default").prepareModel(model_from_tflite(buf))[1].execute(
+        Request([feed]))
+    assert status == ErrorStatus.NONE
+    real = float(np.float32(0.05)) * float(np.float32(0.01)) / float(np.float32(0.128))
+    acc = (feed.astype(np.int64) - 3) @ weights.T + bias
+    twice = np.clip(np.array([[_multiply_by_quantized_multiplier(int(a), real) for a in row]
+                              for row in acc]) - 5, -128, 127)
+    assert np.array_equal(outs[0], twice)
+    assert not np.array_equal(twice, reference(buf, {"in0": feed})["out0"])   # it tells them apart
 
 
 def test_run_preference_on_a_cts_file_names_what_works(capsys):

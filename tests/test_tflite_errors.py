@@ -50,6 +50,17 @@ def test_a_float_only_builtin_on_int8_says_so(tmp_path, capsys):
            "float32 and float16 tensors only; this one is INT8")
 
 
+def test_a_space_to_batch_stored_with_the_wrong_shape_is_refused(tmp_path, capsys):
+    """TFLite works the output shape out from the inputs; the lowering takes the stored one, so
+    the two must agree."""
+    m = Model()
+    x = m.input((1, 4, 4, 2))
+    y = m.output((2, 4, 2, 2))                          # the inputs make [4, 2, 2, 2]
+    m.op("SPACE_TO_BATCH_ND", [x, m.const([2, 2]), m.const([[0, 0], [0, 0]])], [y])
+    _fails(capsys, _write(tmp_path, m), "operator #0 SPACE_TO_BATCH_ND",
+           "stored as [2, 4, 2, 2]; its inputs make [4, 2, 2, 2]")
+
+
 def test_custom_op_is_named_with_its_index(tmp_path, capsys):
     m = _relu_then("RELU")
     m.codes.append((S.BuiltinOperator.CUSTOM, "CUSTOM"))

@@ -119,6 +119,17 @@ def test_slice(case):
     _one("SLICE", shape, out, consts=[np.array(begin, np.int32), np.array(size, np.int32)])
 
 
+def test_strided_slice_begin_mask_counts_on_a_shrunk_axis():
+    """TFLite's kernel starts a shrunk axis at 0 when its begin_mask bit is set, whatever
+    `begin` says (x[2] with the mask is row 0); so does the lowering."""
+    _one("STRIDED_SLICE", (4, 3), (3,), consts=[np.array([2, 0], np.int32),
+                                               np.array([3, 3], np.int32),
+                                               np.array([1, 1], np.int32)],
+         opts=options("StridedSliceOptions", beginMask=1, shrinkAxisMask=1),
+         opts_type="StridedSliceOptions")
+
+
+
 @pytest.mark.parametrize("case", [
     ((1, 8, 8, 4), [0, 1, 0, 0], [1, 7, 8, 4], [1, 2, 3, 1], 0, 0, 0, (1, 3, 3, 4)),
     ((4, 6), [1, -5], [0, 0], [1, 1], 0, 2, 1, (5,)),

@@ -137,6 +137,7 @@ def _root(sg: Subgraph, t: Translator, source: str) -> Graph:
 def _lower(sg: Subgraph, t: Translator, source: str, region: bool = False) -> Graph:
     tfl = t.model(sg.input_indexes, sg.output_indexes)
     L = Lowering(tfl, source)
+    L.fc_single_round = False           # NNAPI's FullyConnected: MultiplyByQuantizedMultiplier
     b = L.b
     ins, outs = io_names(sg)
     for name, k in zip(ins, sg.input_indexes):

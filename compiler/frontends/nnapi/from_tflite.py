@@ -153,7 +153,7 @@ def model_from_tflite(buf: bytes, source: str = "<tflite>") -> Model:
     b = _Builder(tfl)
     inputs = [b.tensor(i) for i in tfl.inputs]
     for op in tfl.operators:
-        if op.index in folded:
+        if op.index in folded and op.outputs[0] not in tfl.outputs:   # (an output: refused)
             continue
         name, args = _operation(b, op)
         outs = [b.tensor(i) for i in op.outputs]

@@ -45,6 +45,9 @@ class Lowering:
             taken.add(name)
             self.names[t.index] = name
         self.b = IRBuilder(source, taken)
+        # FULLY_CONNECTED as TFLite's reference kernel rounds (once, in double); NNAPI's
+        # reference rounds twice (MultiplyByQuantizedMultiplier), and its frontend says so
+        self.fc_single_round = True
 
     # tensors --------------------------------------------------------------------------------
 

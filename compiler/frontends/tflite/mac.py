@@ -54,7 +54,7 @@ def spatial_input(L: Lowering, x: str, crops: tuple[int, int]) -> str:
                   L.b.dtype_of(x))
 
 
-def requantize(L: Lowering, acc: str, reals, out_t, fused: int, out: str) -> str:
+def requantize(L: Lowering, acc: str, reals, out_t, fused: int, out: str | None = None) -> str:
     mult, shift = tosa_scales(reals)
     lo, hi = L.act_range(fused, out_t)
     info = np.iinfo(np.int8)
@@ -224,8 +224,9 @@ def fully_connected(L: Lowering):
                (1, rows, 1, n), "int32",
                {"pad": (0, 0, 0, 0), "stride": (1, 1), "dilation": (1, 1), "local_bound": False,
                 "acc_type": "int32"})
-    y = single_round(L, acc, _filter_reals(L, x, w_t, o, n), o,
-                     L.op.options.get("fused_activation_function", 0))
+    round_once = single_round if L.fc_single_round else requantize
+    y = round_once(L, acc, _filter_reals(L, x, w_t, o, n), o,
+                   L.op.options.get("fused_activation_function", 0))
     b.reshape(y, o.shape, L.out())
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npu_sim.isa.errors import UnsupportedError
+from npu_sim.isa.errors import ModelError, NpuSimError, UnsupportedError
 
 from .reader import TflModel, TflOperator
 
@@ -22,12 +22,13 @@ from .reader import TflModel, TflOperator
 # given where it is not input 0
 BATCH_OPS = {
     "CONV_2D": 0, "DEPTHWISE_CONV_2D": 0, "TRANSPOSE_CONV": 2, "AVERAGE_POOL_2D": 0,
-    "MAX_POOL_2D": 0, "L2_POOL_2D": 0, "SOFTMAX": 0, "LOG_SOFTMAX": 0, "RESIZE_BILINEAR": 0,
-    "RESIZE_NEAREST_NEIGHBOR": 0, "DEPTH_TO_SPACE": 0, "SPACE_TO_DEPTH": 0,
-    "L2_NORMALIZATION": 0, "LOCAL_RESPONSE_NORMALIZATION": 0,
+    "MAX_POOL_2D": 0, "L2_POOL_2D": 0, "RESIZE_BILINEAR": 0, "RESIZE_NEAREST_NEIGHBOR": 0,
+    "DEPTH_TO_SPACE": 0, "SPACE_TO_DEPTH": 0,
 }
-# elementwise builtins: the broadcast of their inputs' shapes
+# elementwise builtins (the broadcast of their inputs' shapes) and the others whose output has
+# their input's shape
 ELEMENTWISE = {
+    "SOFTMAX", "LOG_SOFTMAX", "L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION",
     "ADD", "SUB", "MUL", "DIV", "FLOOR_DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW",
     "PRELU", "ABS", "NEG", "EXP", "LOG", "RSQRT", "SQRT", "SIN", "COS", "LOGISTIC", "TANH",
     "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "HARD_SWISH", "LEAKY_RELU", "GELU",
@@ -35,6 +36,11 @@ ELEMENTWISE = {
     "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT", "SELECT_V2",
 }
 SHAPE_TYPES = ("INT32",)
+# builtins whose stored output shape is checked against the one their inputs make (the
+# lowering takes it from the model)
+CHECKED = {"SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND"}
+_BAD_VALUES = (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, OverflowError,
+               FloatingPointError)
 
 
 def infer_shapes(model: TflModel) -> set[int]:
@@ -56,17 +62,26 @@ def infer_shapes(model: TflModel) -> set[int]:
         for i in ins:
             if i not in shapes:       # read before any operator writes it: the lowering says so
                 shapes[i] = tensors[i].shape
-        # SHAPE, and the arithmetic on what it computed (arithmetic on constants alone stays
-        # in the program, as the compiler leaves it)
-        value = _fold(op, model, shapes, values) \
-            if op.op == "SHAPE" or computed.intersection(ins) else None
+        try:
+            with np.errstate(all="raise"):
+                # SHAPE, and the arithmetic on what it computed (arithmetic on constants alone
+                # stays in the program, as the compiler leaves it)
+                value = _fold(op, model, shapes, values) \
+                    if op.op == "SHAPE" or computed.intersection(ins) else None
+                outs = None if value is not None else _outputs(op, model, shapes, values)
+        except _BAD_VALUES as exc:
+            raise ModelError(f"operator #{op.index} {op.op}: inconsistent shapes or values "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") from None
+        except NpuSimError as exc:
+            text = str(exc)
+            raise type(exc)(text if text.startswith(("operator #", "tensor ")) else
+                            f"operator #{op.index} {op.op}: {text}") from None
         if value is not None:
             out = op.outputs[0]
             values[out], shapes[out] = value, tuple(value.shape)
             folded.add(op.index)
             computed.add(out)
             continue
-        outs = _outputs(op, model, shapes, values)
         for o, shape in zip(op.outputs, outs):
             _check_static(model, o, shape)
             shapes[o] = tuple(int(d) for d in shape)
@@ -99,8 +114,8 @@ def _outputs(op: TflOperator, model: TflModel, shapes, values) -> list[tuple[int
     """The stored shapes where the inputs have theirs and no output's signature is dynamic (a
     model exported with static shapes lowers as it is written); else the operator's rule."""
     stored = _stored(model, op, shapes)
-    if stored is not None and not any(d < 0 for o in op.outputs
-                                      for d in model.tensors[o].signature):
+    dynamic = any(d < 0 for o in op.outputs for d in model.tensors[o].signature)
+    if stored is not None and not dynamic and op.op not in CHECKED:
         return stored
     rule = _RULES.get(op.op)
     if rule is None and op.op in ELEMENTWISE:
@@ -110,6 +125,13 @@ def _outputs(op: TflOperator, model: TflModel, shapes, values) -> list[tuple[int
     if rule is not None:
         got = rule(op, model, shapes, values)
         if got is not None:
+            got = [tuple(int(d) for d in shape) for shape in got]
+            if any(d < 0 for shape in got for d in shape):
+                raise ModelError(f"its inputs make the output shape {list(got[0])}, which has "
+                                 "a negative dimension")
+            if op.op in CHECKED and stored is not None and not dynamic and got != stored:
+                raise ModelError(f"its output is stored as {list(stored[0])}; its inputs make "
+                                 f"{list(got[0])}")
             return got
     if stored is not None and all(d >= 0 for shape in stored for d in shape):
         return stored
@@ -232,15 +254,20 @@ def _pad(op, model, shapes, values):
     pads = _value(op, values, 1)
     if pads is None:
         return None
-    pads = pads.reshape(-1, 2)
-    return [tuple(int(n + p[0] + p[1]) for n, p in zip(shapes[op.inputs[0]], pads))]
+    pads = [(int(a), int(b)) for a, b in pads.reshape(-1, 2)]
+    if any(a < 0 or b < 0 for a, b in pads):
+        raise ModelError(f"negative paddings {pads}")
+    return [tuple(n + a + b for n, (a, b) in zip(shapes[op.inputs[0]], pads))]
 
 
 def _tile(op, model, shapes, values):
     mult = _value(op, values, 1)
     if mult is None:
         return None
-    return [tuple(int(n * m) for n, m in zip(shapes[op.inputs[0]], mult.reshape(-1)))]
+    mult = [int(m) for m in mult.reshape(-1)]
+    if any(m < 0 for m in mult):
+        raise ModelError(f"negative multiples {mult}")
+    return [tuple(n * m for n, m in zip(shapes[op.inputs[0]], mult))]
 
 
 def _gather(op, model, shapes, values):
@@ -282,18 +309,39 @@ def _space_to_batch(op, model, shapes, values):
     block, pads = _value(op, values, 1), _value(op, values, 2)
     if block is None or pads is None:
         return None
-    x, block, pads = shapes[op.inputs[0]], block.reshape(-1), pads.reshape(-1, 2)
-    spatial = [(int(n + p[0] + p[1]) // int(b)) for n, b, p in zip(x[1:], block, pads)]
-    return [(x[0] * int(np.prod(block)),) + tuple(spatial) + tuple(x[1 + len(block):])]
+    x = shapes[op.inputs[0]]
+    block, pads = _blocks(x, block), [(int(a), int(b)) for a, b in pads.reshape(-1, 2)]
+    padded = [n + a + b for n, (a, b) in zip(x[1:], pads)]
+    if len(pads) != len(block) or any(a < 0 or b < 0 for a, b in pads) or \
+            any(n % k for n, k in zip(padded, block)):
+        raise ModelError(f"paddings {pads} do not make the spatial dims {list(x[1:1 + len(block)])} "
+                         f"multiples of the block {block}")
+    return [(x[0] * int(np.prod(block)),) + tuple(n // k for n, k in zip(padded, block))
+            + tuple(x[1 + len(block):])]
 
 
 def _batch_to_space(op, model, shapes, values):
     block, crops = _value(op, values, 1), _value(op, values, 2)
     if block is None or crops is None:
         return None
-    x, block, crops = shapes[op.inputs[0]], block.reshape(-1), crops.reshape(-1, 2)
-    spatial = [int(n * b - c[0] - c[1]) for n, b, c in zip(x[1:], block, crops)]
-    return [(x[0] // int(np.prod(block)),) + tuple(spatial) + tuple(x[1 + len(block):])]
+    x = shapes[op.inputs[0]]
+    block, crops = _blocks(x, block), [(int(a), int(b)) for a, b in crops.reshape(-1, 2)]
+    whole = [n * k for n, k in zip(x[1:], block)]
+    if len(crops) != len(block) or x[0] % int(np.prod(block)) or \
+            any(a < 0 or b < 0 or a + b > n for (a, b), n in zip(crops, whole)):
+        raise ModelError(f"a batch of {x[0]} with the block {block} and crops {crops} do not fit")
+    return [(x[0] // int(np.prod(block)),) + tuple(n - a - b for n, (a, b) in zip(whole, crops))
+            + tuple(x[1 + len(block):])]
+
+
+def _blocks(x, block) -> list[int]:
+    """SPACE_TO_BATCH_ND's and BATCH_TO_SPACE_ND's block: one positive size per spatial dim
+    (the input's rank less 2: 3-D and 4-D inputs, as TFLite's kernels take)."""
+    block = [int(k) for k in block.reshape(-1)]
+    if len(x) not in (3, 4) or len(block) != len(x) - 2 or min(block) < 1:
+        raise ModelError(f"block {block} on a rank-{len(x)} input: one positive size per "
+                         "spatial dim of a 3-D or 4-D input")
+    return block
 
 
 def _split(op, model, shapes, values):
@@ -303,6 +351,8 @@ def _split(op, model, shapes, values):
     x = shapes[op.inputs[1]]
     a = int(axis.reshape(-1)[0]) % len(x)
     n = len(op.outputs)
+    if x[a] % n:
+        raise ModelError(f"{x[a]} does not split evenly into {n}")
     return [x[:a] + (x[a] // n,) + x[a + 1:]] * n
 
 
@@ -340,35 +390,35 @@ def strided_plan(shape, begin, end, strides, opt: dict) -> list[tuple[int, int, 
     """STRIDED_SLICE's (start, count, stride, shrunk) per axis, its masks resolved as TFLite's
     StartForAxis and StopForAxis do (ellipsis and new-axis masks are refused)."""
     if opt.get("ellipsis_mask") or opt.get("new_axis_mask") or opt.get("offset"):
-        raise UnsupportedError("STRIDED_SLICE: ellipsis, new-axis masks and offset are not "
-                               "supported")
+        raise UnsupportedError("ellipsis, new-axis masks and offset are not supported")
     plan = []
     for axis, n in enumerate(shape):
         s = int(strides[axis])
         if s == 0:
-            raise UnsupportedError("STRIDED_SLICE: a zero stride")
+            raise UnsupportedError("a zero stride")
         shrink = bool(opt.get("shrink_axis_mask", 0) >> axis & 1)
-        if opt.get("begin_mask", 0) >> axis & 1 and not shrink:
-            lo = 0 if s > 0 else n - 1
-        else:
-            lo = int(begin[axis]) + (n if int(begin[axis]) < 0 else 0)
-        if opt.get("end_mask", 0) >> axis & 1 and not shrink:
-            hi = n if s > 0 else -1
-        else:
-            hi = int(end[axis]) + (n if int(end[axis]) < 0 else 0)
+        lo = int(begin[axis]) + (n if int(begin[axis]) < 0 else 0)
+        hi = int(end[axis]) + (n if int(end[axis]) < 0 else 0)
         lo, hi = (min(max(v, 0), n) for v in (lo, hi)) if s > 0 else \
             (min(max(v, -1), n - 1) for v in (lo, hi))
+        if opt.get("begin_mask", 0) >> axis & 1:      # a shrunk axis too, as the kernel has it
+            lo = 0 if s > 0 else n - 1
+        if opt.get("end_mask", 0) >> axis & 1:
+            hi = n if s > 0 else -1
         if shrink:
             if s < 0:
-                raise UnsupportedError("STRIDED_SLICE: a shrunk axis with a negative stride")
-            hi = lo + 1
+                raise UnsupportedError("a shrunk axis with a negative stride")
+            hi = lo + 1 if lo < n else lo
         plan.append((lo, max(0, -(-(hi - lo) // s)), s, shrink))
     return plan
 
 
 # the shape arithmetic: builtins on int32 constants, evaluated here
 def _fold(op: TflOperator, model: TflModel, shapes, values) -> np.ndarray | None:
-    if len(op.outputs) != 1 or model.tensors[op.outputs[0]].dtype not in SHAPE_TYPES:
+    out_type = model.tensors[op.outputs[0]].dtype if len(op.outputs) == 1 else None
+    if op.op == "SHAPE" and out_type not in SHAPE_TYPES:
+        raise UnsupportedError(f"out_type {out_type}: only INT32 shapes are supported")
+    if out_type not in SHAPE_TYPES:
         return None
     if op.op == "SHAPE":
         return np.array(shapes[op.inputs[0]], np.int32)
@@ -381,6 +431,8 @@ def _fold(op: TflOperator, model: TflModel, shapes, values) -> np.ndarray | None
     if out is None:
         return None
     out = np.asarray(out)
+    if out.size and not -(1 << 31) <= int(out.min()) <= int(out.max()) < 1 << 31:
+        raise ModelError("its result passes int32")
     return out.astype(np.int32).reshape(_fold_shape(op, model, shapes, values, out))
 
 
@@ -400,7 +452,13 @@ def _fold_strided_slice(op, args):
 
 
 def _fold_gather(op, args):
-    return np.take(args[0], args[1].astype(np.int64), axis=_axis(op, args[0].ndim))
+    if op.options.get("batch_dims", 0):
+        return None                         # the lowering refuses batch_dims
+    axis = _axis(op, args[0].ndim)
+    idx = args[1].astype(np.int64)
+    if idx.size and not 0 <= int(idx.min()) <= int(idx.max()) < args[0].shape[axis]:
+        raise ModelError(f"gather index out of range [0, {args[0].shape[axis]})")
+    return np.take(args[0], idx, axis=axis)
 
 
 def _fold_reduce(numpy_op):
@@ -424,7 +482,7 @@ _FOLDS = {
     "REDUCE_MAX": _fold_reduce(np.max), "REDUCE_MIN": _fold_reduce(np.min),
     "ADD": lambda op, a: a[0].astype(np.int64) + a[1], "SUB": lambda op, a: a[0].astype(np.int64) - a[1],
     "MUL": lambda op, a: a[0].astype(np.int64) * a[1],
-    "FLOOR_DIV": lambda op, a: np.floor_divide(a[0].astype(np.int64), a[1]),
+    "FLOOR_DIV": lambda op, a: np.floor_divide(a[0].astype(np.int64), a[1]),   # /0 raises
     "MAXIMUM": lambda op, a: np.maximum(a[0], a[1]), "MINIMUM": lambda op, a: np.minimum(a[0], a[1]),
     "CAST": lambda op, a: a[0] if a[0].dtype.kind in "iub" else None,
 }
