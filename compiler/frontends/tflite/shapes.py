@@ -306,11 +306,10 @@ def _arg(op, model, shapes, values):
 
 
 def _space_to_batch(op, model, shapes, values):
-    block, pads = _value(op, values, 1), _value(op, values, 2)
-    if block is None or pads is None:
+    args = _block_args(op, shapes, values)
+    if args is None:
         return None
-    x = shapes[op.inputs[0]]
-    block, pads = _blocks(x, block), [(int(a), int(b)) for a, b in pads.reshape(-1, 2)]
+    x, block, pads = args
     padded = [n + a + b for n, (a, b) in zip(x[1:], pads)]
     if len(pads) != len(block) or any(a < 0 or b < 0 for a, b in pads) or \
             any(n % k for n, k in zip(padded, block)):
@@ -321,11 +320,10 @@ def _space_to_batch(op, model, shapes, values):
 
 
 def _batch_to_space(op, model, shapes, values):
-    block, crops = _value(op, values, 1), _value(op, values, 2)
-    if block is None or crops is None:
+    args = _block_args(op, shapes, values)
+    if args is None:
         return None
-    x = shapes[op.inputs[0]]
-    block, crops = _blocks(x, block), [(int(a), int(b)) for a, b in crops.reshape(-1, 2)]
+    x, block, crops = args
     whole = [n * k for n, k in zip(x[1:], block)]
     if len(crops) != len(block) or x[0] % int(np.prod(block)) or \
             any(a < 0 or b < 0 or a + b > n for (a, b), n in zip(crops, whole)):
@@ -334,14 +332,20 @@ def _batch_to_space(op, model, shapes, values):
             + tuple(x[1 + len(block):])]
 
 
-def _blocks(x, block) -> list[int]:
-    """SPACE_TO_BATCH_ND's and BATCH_TO_SPACE_ND's block: one positive size per spatial dim
-    (the input's rank less 2: 3-D and 4-D inputs, as TFLite's kernels take)."""
+def _block_args(op, shapes, values):
+    """SPACE_TO_BATCH_ND's and BATCH_TO_SPACE_ND's input shape, block and (before, after)
+    pairs (paddings or crops), or None where the constants are not known: one positive block
+    size per spatial dim (the input's rank less 2: 3-D and 4-D inputs, as TFLite's kernels
+    take)."""
+    block, pairs = _value(op, values, 1), _value(op, values, 2)
+    if block is None or pairs is None:
+        return None
+    x = shapes[op.inputs[0]]
     block = [int(k) for k in block.reshape(-1)]
     if len(x) not in (3, 4) or len(block) != len(x) - 2 or min(block) < 1:
         raise ModelError(f"block {block} on a rank-{len(x)} input: one positive size per "
                          "spatial dim of a 3-D or 4-D input")
-    return block
+    return x, block, [(int(a), int(b)) for a, b in pairs.reshape(-1, 2)]
 
 
 def _split(op, model, shapes, values):
