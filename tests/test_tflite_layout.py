@@ -119,6 +119,15 @@ def test_slice(case):
     _one("SLICE", shape, out, consts=[np.array(begin, np.int32), np.array(size, np.int32)])
 
 
+def test_strided_slice_with_fewer_indices_than_dims_takes_the_rest_whole():
+    """x[1] on a [2, 3, 4] tensor: begin, end and strides for the first axis only (TFLite
+    expands the missing ellipsis at the end)."""
+    _one("STRIDED_SLICE", (2, 3, 4), (3, 4), consts=[np.array([1], np.int32),
+                                                    np.array([2], np.int32),
+                                                    np.array([1], np.int32)],
+         opts=options("StridedSliceOptions", shrinkAxisMask=1), opts_type="StridedSliceOptions")
+
+
 def test_strided_slice_begin_mask_counts_on_a_shrunk_axis():
     """TFLite's kernel starts a shrunk axis at 0 when its begin_mask bit is set, whatever
     `begin` says (x[2] with the mask is row 0); so does the lowering."""

@@ -392,11 +392,15 @@ _RULES = {
 
 def strided_plan(shape, begin, end, strides, opt: dict) -> list[tuple[int, int, int, bool]]:
     """STRIDED_SLICE's (start, count, stride, shrunk) per axis, its masks resolved as TFLite's
-    StartForAxis and StopForAxis do (ellipsis and new-axis masks are refused)."""
+    StartForAxis and StopForAxis do (ellipsis and new-axis masks are refused); axes past the
+    indices given are taken whole, as TFLite expands a missing ellipsis at the end."""
     if opt.get("ellipsis_mask") or opt.get("new_axis_mask") or opt.get("offset"):
         raise UnsupportedError("ellipsis, new-axis masks and offset are not supported")
     plan = []
     for axis, n in enumerate(shape):
+        if axis >= len(begin):          # indices for the leading axes only: the rest whole
+            plan.append((0, n, 1, False))
+            continue
         s = int(strides[axis])
         if s == 0:
             raise UnsupportedError("a zero stride")
