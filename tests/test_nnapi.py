@@ -202,7 +202,6 @@ def test_priority_orders_concurrent_executions(device):
 
 def test_tflite_model_through_the_device_matches_the_tflite_frontend():
     pytest.importorskip("tflite")
-    from npu_sim import api
     from npu_sim.nnapi.cli import load_model
     d = DATA / "tflite" / "tflite_micro_speech"
     x = np.load(d / "input-0.npy")
