@@ -213,7 +213,7 @@ def test_resize_bilinear(case):
 
 
 def test_layout_builtins_carry_floats():
-    """RESHAPE, TRANSPOSE, PAD, CONCATENATION, SLICE and GATHER on float32 data."""
+    """RESHAPE, TRANSPOSE, PAD, CONCATENATION, SLICE, GATHER and TILE on float32 data."""
     rng = np.random.default_rng(9)
     m = _model()
     x = _in(m, (1, 4, 6, 3))
@@ -230,8 +230,10 @@ def test_layout_builtins_carry_floats():
     g = m.tensor((1, 3, 2, 6), F)
     m.op("GATHER", [s, m.const(np.array([3, 0], np.int32))], [g],
          options("GatherOptions", axis=2), "GatherOptions")
-    y = _out(m, (6, 6))
-    m.op("RESHAPE", [g, m.const(np.array([6, 6], np.int32))], [y])
+    t = m.tensor((6, 6), F)
+    m.op("RESHAPE", [g, m.const(np.array([6, 6], np.int32))], [t])
+    y = _out(m, (12, 6))
+    m.op("TILE", [t, m.const(np.array([2, 1], np.int32))], [y])
     check_float(m, rng)
 
 
