@@ -44,7 +44,8 @@ def _run_sample(root: Path, suite: cs.Suite, ops, config: str | None = None) -> 
         import generator.tosa_verif_build_tests  # noqa: F401  (is the generator there?)
     except ImportError:
         pytest.skip("tosa_verif_build_tests (tosa-tools) is not installed")
-    cs.generate_sample(root / "tests", ops, cs.SAMPLE_SEED, 2, suite.extensions, suite)
+    not_built = cs.generate_sample(root / "tests", ops, cs.SAMPLE_SEED, 2, suite.extensions, suite)
+    assert not not_built, f"Arm's generator failed on the CI seed: {not_built}"
     tests = conf.find_tests([root / "tests"])
     reference = cs.reference_outputs(tests, root / "expected", jobs=2)
     results = [r.to_json() for r in conf.run_tests(tests, config, root / "out", root / "expected", jobs=2)]
