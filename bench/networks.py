@@ -1,7 +1,7 @@
 """The bench networks: build (or copy) each one into the cache as a .tosa file, with a seeded
 int8 input .npy, and read its graph input/output names from the flatbuffer.
 
-Besides the zoo's graphs, the models real frontends emitted (tests/data/): three ExecuTorch
+Besides the zoo's graphs, the models real frontends emitted (tests/data/): seven ExecuTorch
 .tosa files and the int8 TFLite models, each with its stored input. A .tflite has no TOSA
 reference run: its outputs are checked against the TFLite interpreter's stored output.
 
@@ -43,6 +43,14 @@ NETWORKS: dict[str, tuple[str, str | None, dict]] = {
                      dict(dir="small_cnn", file="model.tosa")),
     "et_attn_block": ("ExecuTorch attention block, 16 tokens x 32", FILE,
                       dict(dir="attn_block", file="model.tosa")),
+    "et_mbv3_small_96": ("ExecuTorch MobileNetV3-Small, 96x96, NCHW input", FILE,
+                         dict(dir="mbv3_small_96", file="model.tosa")),
+    "et_mha_block": ("ExecuTorch nn.MultiheadAttention encoder block, 16 tokens x 32", FILE,
+                     dict(dir="mha_block", file="model.tosa")),
+    "et_upsample_concat": ("ExecuTorch U-Net, nearest and bilinear upsampling, 32x32", FILE,
+                           dict(dir="upsample_concat", file="model.tosa")),
+    "et_misc_ops": ("ExecuTorch grouped, dilated and transposed convs, bilinear RESIZE", FILE,
+                    dict(dir="misc_ops", file="model.tosa")),
     "tfl_audio_example1": ("TFLite audio classifier (conv, depthwise, FC, softmax)", FILE,
                            dict(dir="tflite/audio_example1", file="model.tflite")),
     "tfl_micro_speech": ("TFLite Micro speech (micro_speech)", FILE,
