@@ -47,6 +47,7 @@ from .chains import data_inputs
 from .ir import Graph, itemsize
 from .lowering import TILE_SPACES
 from .lowering.common import STAGE_COLUMNS, Context, Window
+from .lowering.data_layout import resize_geometry
 from .lowering.tensor_ops import conv_attrs
 from .steps import Step, stage_table_name
 from .tiling import Operand, Production
@@ -227,12 +228,22 @@ def fuse_producers(graph: Graph, steps: list[Step], resident: int, room: int) ->
             at = next((i for i in range(len(out) - 1, -1, -1)
                        if out[i].output in reads and alone(out[i])
                        and _chain_reads(graph, step, out[i].output)
-                       and _producible(graph, out[i], step, resident, room)), None)
+                       and (_producible(graph, out[i], step, resident, room)
+                            or _resized(graph, out[i], step, resident))), None)
         if at is None:
             out.append(step)
         else:
             out.append(dataclasses.replace(step, producer=out.pop(at)))
     return out
+
+
+def _resized(graph: Graph, step: Step, reader: Step, resident: int) -> bool:
+    """A RESIZE read by an elementwise chain (an int8 bilinear RESIZE's int32 output, which a
+    RESCALE brings back to int8), where some of their tensors do not stay on chip: computed
+    tile by tile inside the chain by the vector unit, its output never makes the round trip
+    (four bytes an element, for the one of its input a tile samples)."""
+    return (step.kind == "vector" and step.main.op == "RESIZE" and step.producer is None
+            and _round_trips(graph, step, reader, resident))
 
 
 def _alone(graph: Graph, steps: list[Step]) -> Callable[[Step], bool]:
@@ -258,6 +269,8 @@ def cascade_space(step: Step, ctx: Context):
     """The reader's tile space, its input produced on chip by the conv."""
     space, opcode, attrs = TILE_SPACES.lookup(step.main.op, step.main.describe())(step, ctx)
     g, producer = ctx.graph, step.producer
+    if producer.main.op == "RESIZE":
+        return _resize_into(space, step, ctx), opcode, attrs
     if producer.kind == "vector":
         return _chain_into(space, step, ctx), opcode, attrs
     src, weights = producer.main.inputs[0], producer.main.inputs[1]
@@ -337,6 +350,25 @@ def _chain_into(space, step: Step, ctx: Context):
     return dataclasses.replace(space, inputs=space.inputs[:at] + feeds + [produced]
                                + space.inputs[at + 1:],
                                work=lambda s: space.work(s) + chain.work(s))
+
+
+def _resize_into(space, step: Step, ctx: Context):
+    """An elementwise chain's tile space, its data input computed on chip by the RESIZE it
+    reads (`_resized`): each tile's box of the RESIZE's output from the box of its input
+    that box samples."""
+    op = step.producer.main
+    source, box_attrs, attrs, per_element = resize_geometry(ctx.graph, op)
+    at = next(i for i, o in enumerate(space.inputs) if o.tensor == step.producer.output)
+    ifm = space.inputs[at]
+    src = ctx.operand("src", op.inputs[0], ifm.depends, lambda t: source(ifm.box(t)))
+    produced = Operand(ifm.role, ifm.tensor, ifm.dtype, ifm.depends, ifm.box,
+                       itemsize(ifm.dtype), shape=ifm.shape, produce=Production(
+                           "resize", attrs, {"in0": "src"}, lambda box: (source(box), ()),
+                           data="in0", box_attrs=box_attrs))
+    return dataclasses.replace(
+        space, inputs=space.inputs[:at] + [src, produced] + space.inputs[at + 1:],
+        work=lambda s: space.work(s) + ctx.vector_work(
+            per_element, *(s[d] for d in ifm.depends)))
 
 
 def cascade_by_estimate(graph: Graph, steps: list[Step], resident: int, placed: tuple,

@@ -335,7 +335,7 @@ class Lowering:
         tile's `box`) from the tile's views of the producer's operands, its data input cut
         to the rows or columns that part reads."""
         prod = opnd.produce
-        spec = OPCODES[prod.opcode]         # a conv on the array, or an elementwise chain
+        spec = OPCODES[prod.opcode]         # a conv on the array, or a vector-unit program
 
         def fetch(part, axis, first, count):
             inputs = {name: views[role] for name, role in prod.operands.items()}
@@ -343,10 +343,12 @@ class Lowering:
             src, pad = prod.source(part)
             if axis is not None:
                 whole = prod.source(box)[0]
-                inputs["ifm"] = _rows(inputs["ifm"], axis, src[axis][0] - whole[axis][0],
-                                      src[axis][1])
+                inputs[prod.data] = _rows(inputs[prod.data], axis,
+                                          src[axis][0] - whole[axis][0], src[axis][1])
                 out = _rows(dst, axis, first, count)
             attrs = {**prod.attrs, "pad": pad} if "pad" in spec.attrs else prod.attrs
+            if prod.box_attrs is not None:
+                attrs = {**attrs, **prod.box_attrs(part)}
             self.em.compute(spec.unit, prod.opcode, self._expand_stage(inputs, attrs),
                             {spec.outputs[0]: out}, attrs)
         return fetch

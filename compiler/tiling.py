@@ -52,12 +52,15 @@ class Operand:
 class Production:
     """How a produced operand's boxes are computed: one command of `opcode`, whose kernel
     operands are the current views of other operands of the space (kernel name -> role);
-    `source` maps a box of the produced tensor to the box of its data input ("ifm") it reads
-    and the padding it sees there."""
+    `source` maps a box of the produced tensor to the box of its data input (kernel operand
+    `data`) it reads and the padding it sees there; `box_attrs` gives the attributes that
+    depend on the box (a RESIZE's origins)."""
     opcode: str
     attrs: dict
     operands: dict[str, str]
     source: Callable[[Box], tuple[Box, tuple[int, ...]]]
+    data: str = "ifm"
+    box_attrs: Callable[[Box], dict] | None = None
 
 
 @dataclass

@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 import tosa_serializer as ts
 
+from npu_sim.compiler.driver import resident_share
 from oracle import DType, GraphBuilder
 # cfg is the parametrised config fixture; pytest finds it by name.
 from ops_sim_support import (  # noqa: F401
-    _attr, _ri, cfg, check, clamp, const, fit_pad, rand, rescale, scalar, shape_const)
+    _attr, _ri, cfg, check, clamp, const, fit_pad, rand, rescale, scalar, shape_const,
+    get_config, stage_params)
 
 # --------------------------------------------------------------------------------------------
 # pooling
@@ -525,6 +527,42 @@ def test_random_resize(seed, cfg):
                     shape_const(g, (by, bx))], [o],
          _attr("ResizeAttribute", getattr(ts.ResizeMode, mode)))
     check(g, cfg)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_resize_into_chain(seed, cfg):
+    """A RESIZE read by an elementwise chain alone (ExecuTorch's bilinear upsampling: an int32
+    RESIZE, then a RESCALE to int8; a nearest one into a CLAMP): where their tensors do not
+    stay on chip, each tile of the chain has the vector unit compute its box of the RESIZE
+    first (compiler/cascade.py _resized), from the input rows that box samples."""
+    rng = np.random.default_rng(9550 + seed)
+    mode = ("BILINEAR", "NEAREST")[seed % 2]
+    n, h, w, c = _ri(rng, 1, 2), _ri(rng, 3, 12), _ri(rng, 3, 12), _ri(rng, 4, 24)
+    yn, yd, oy, by, oh = _resize_axis(rng, h)
+    xn, xd, ox, bx, ow = _resize_axis(rng, w)
+    x = rand(rng, DType.INT8, (n, h, w, c))
+    wide = DType.INT32 if mode == "BILINEAR" else DType.INT8
+    g = GraphBuilder()
+    xi = g.tensor(x.shape, DType.INT8, x)
+    mid = g.intermediate((n, oh, ow, c), wide)
+    g.op("RESIZE", [xi, shape_const(g, (yn, yd, xn, xd)), shape_const(g, (oy, ox)),
+                    shape_const(g, (by, bx))], [mid],
+         _attr("ResizeAttribute", getattr(ts.ResizeMode, mode)))
+    if mode == "BILINEAR":
+        mult, shift = stage_params(rng, 127 * yn * xn, 1)
+        rescale(g, mid, (n, oh, ow, c), wide, DType.INT8, mult, shift,
+                ozp=_ri(rng, -20, 20))
+        fused = ["RESIZE", "RESCALE"]
+    else:
+        lo = _ri(rng, -100, 0)
+        clamp(g, mid, (n, oh, ow, c), DType.INT8, lo, _ri(rng, lo, 100))
+        fused = ["RESIZE", "CLAMP"]
+    program = check(g, cfg)
+    # fused where the RESIZE's output and the chain's do not both stay on chip
+    size = n * oh * ow * c
+    trips = size * (4 if mode == "BILINEAR" else 1) + size > resident_share(get_config(cfg))
+    assert [list(layer.ops) for layer in program.layers] == \
+        ([fused] if trips else [[op] for op in fused])
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -48,11 +48,12 @@ def reduction(step: Step, ctx: Context):
     return space, "reduce", attrs
 
 
-@TILE_SPACES.register("RESIZE")
-def resize(step: Step, ctx: Context):
-    g, op = ctx.graph, step.main
-    n, ih, iw, c = g.tensors[op.inputs[0]].shape
-    _, oh, ow, _ = g.tensors[step.output].shape
+def resize_geometry(g, op):
+    """(source, box_attrs, attrs, work) of a RESIZE: `source` maps a box of its NHWC output to
+    the box of its input that box samples, `box_attrs` gives a command computing that box its
+    origins and size, `attrs` are the operator's own and `work` is the element operations per
+    output element (four products for bilinear)."""
+    _, ih, iw, _ = g.tensors[op.inputs[0]].shape
     yn, yd, xn, xd = const_ints(g, op.inputs[1])
     offy, offx = const_ints(g, op.inputs[2])
     border = tuple(const_ints(g, op.inputs[3]))
@@ -63,22 +64,39 @@ def resize(step: Step, ctx: Context):
         lo, hi = min(max(lo, 0), full - 1), min(max(hi, 0), full - 1)
         return (lo, hi - lo + 1)
 
-    def in_box(t):
-        return (t["n"], span(*t["oh"], yn, yd, offy, ih), span(*t["ow"], xn, xd, offx, iw), t["c"])
+    def source(box):
+        n, oh, ow, c = box
+        return (n, span(*oh, yn, yd, offy, ih), span(*ow, xn, xd, offx, iw), c)
+
+    def box_attrs(box):
+        src = source(box)
+        return {"in_origin": (src[1][0], src[2][0]), "out_origin": (box[1][0], box[2][0]),
+                "out_size": (box[1][1], box[2][1])}
+
+    attrs = {"mode": op.attrs["mode"], "scale": (yn, yd, xn, xd), "offset": (offy, offx),
+             "border": border, "in_size": (ih, iw)}
+    return source, box_attrs, attrs, 4 if op.attrs["mode"] == "BILINEAR" else 1
+
+
+@TILE_SPACES.register("RESIZE")
+def resize(step: Step, ctx: Context):
+    g, op = ctx.graph, step.main
+    n, _, _, c = g.tensors[op.inputs[0]].shape
+    _, oh, ow, _ = g.tensors[step.output].shape
+    source, box_attrs, attrs, per_element = resize_geometry(g, op)
+
+    def out_box(t):
+        return (t["n"], t["oh"], t["ow"], t["c"])
 
     space = TileSpace(
         dims={"n": n, "oh": oh, "ow": ow, "c": c},
         levels={"oh": 0, "c": 0, "n": 1, "ow": 1},
         orders=[("n", "c", "oh", "ow"), ("n", "oh", "ow", "c")],
-        inputs=[ctx.operand("in0", op.inputs[0], ("n", "oh", "ow", "c"), in_box)],
-        output=ctx.operand("out", step.output, ("n", "oh", "ow", "c"),
-                           lambda t: (t["n"], t["oh"], t["ow"], t["c"])),
-        attrs=lambda t: {"in_origin": (in_box(t)[1][0], in_box(t)[2][0]),
-                         "out_origin": (t["oh"][0], t["ow"][0]),
-                         "out_size": (t["oh"][1], t["ow"][1])},
-        work=lambda s: ctx.vector_work(4, *s.values()))
-    attrs = {"mode": op.attrs["mode"], "scale": (yn, yd, xn, xd), "offset": (offy, offx),
-             "border": border, "in_size": (ih, iw)}
+        inputs=[ctx.operand("in0", op.inputs[0], ("n", "oh", "ow", "c"),
+                            lambda t: source(out_box(t)))],
+        output=ctx.operand("out", step.output, ("n", "oh", "ow", "c"), out_box),
+        attrs=lambda t: box_attrs(out_box(t)),
+        work=lambda s: ctx.vector_work(per_element, *s.values()))
     return space, "resize", attrs
 
 
