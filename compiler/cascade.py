@@ -32,6 +32,13 @@ A layer norm widens its input to int32 before summing it, and squares the centre
 before summing those: on a small buffer each int32 tensor (BERT-base: 393 KB) is written out
 only for the sum to read it back. Such an elementwise chain is computed inside the reduction's
 tiles by the vector unit instead (`_reduced`).
+
+A bilinear int8 RESIZE widens to int32 (ExecuTorch's upsampling: 48x48x8 = 73 KB in its
+misc_ops graph), which a RESCALE brings back to int8: on a small buffer the int32 map is
+written out only for the RESCALE to read it back. Where the RESIZE's reader is an
+elementwise chain alone and their tensors do not stay on chip, each tile of the chain has
+the vector unit compute its box of the RESIZE first, from the input rows that box samples
+(`_resized`).
 """
 from __future__ import annotations
 
