@@ -8,11 +8,16 @@ in one pass). A single elementwise operator is a chain of one.
 """
 from __future__ import annotations
 
-from npu_sim.isa.operators import DATA, ELEMENTWISE, OPERATORS
+from npu_sim.isa.opcodes import OPCODES
+from npu_sim.isa.operators import CONST, DATA, ELEMENTWISE, OPERATORS
 
 from .ir import Graph, Operator
 
 MAX_CHAIN = 32       # micro-ops per vector program: bounds the JSON program a command carries
+# The elementwise opcode's operands (isa/opcodes.py): data inputs in*, constant tables c*.
+_OPERANDS = OPCODES["elementwise"].optional
+MAX_DATA = sum(1 for n in _OPERANDS if n.startswith("in"))
+MAX_TABLES = sum(1 for n in _OPERANDS if n.startswith("c"))
 
 
 def data_inputs(op: Operator) -> list[str]:
@@ -31,6 +36,16 @@ def fuse_chains(graph: Graph, steps: list) -> list:
     def elementwise(step):
         return step.kind == "vector" and step.main.op in ELEMENTWISE and id(step) not in absorbed
 
+    def operands_fit(ops: list[Operator]) -> bool:
+        """The chain of `ops` reads no more data inputs and constants than a command carries."""
+        made = {o.outputs[0] for o in ops}
+        data = {n for o in ops for n in data_inputs(o) if n not in made}
+        # constants, but a per-tensor RESCALE's multiplier and shift travel as immediates
+        tables = {n for o in ops
+                  if not (o.op == "RESCALE" and graph.tensors[o.inputs[1]].size == 1)
+                  for n in OPERATORS[o.op].bound(o.inputs, CONST)}
+        return len(data) <= MAX_DATA and len(tables) <= MAX_TABLES
+
     for step in reversed(steps):
         if not elementwise(step):
             continue
@@ -45,7 +60,8 @@ def fuse_chains(graph: Graph, steps: list) -> list:
                     if (p is not None and elementwise(p) and id(p.main) not in ops
                             and name not in graph.outputs and graph.tensors[name].shape == shape
                             and all(id(c) in ops for c in consumers.get(name, []))
-                            and len(members) < MAX_CHAIN):
+                            and len(members) < MAX_CHAIN
+                            and operands_fit([m.main for m in members] + [p.main])):
                         members.append(p)
                         ops.add(id(p.main))
                         grown = True

@@ -159,3 +159,20 @@ def test_chain_data_movement_of_intermediates(cfg):
     o3 = g.output(s1, DType.INT32)
     g.op("ADD", [r32, r32], [o3])
     check(g, cfg, tiled=True)
+
+
+def test_a_chain_reading_more_inputs_than_a_command_carries_splits(cfg):
+    """A sum of 18 tensors, one ADD after another: one vector program would read 18 data
+    inputs, more than the elementwise opcode's 16 (isa/opcodes.py), so the chain ends where
+    the next operand would not fit and a second one carries on (compiler/chains.py)."""
+    rng = np.random.default_rng(7400)
+    shape = (1, 6, 8, 4)
+    g = GraphBuilder()
+    terms = [g.tensor(shape, DType.INT32, rand(rng, DType.INT32, shape, -1000, 1000))
+             for _ in range(18)]
+    total = terms[0]
+    for k, term in enumerate(terms[1:], 1):
+        out = g.output(shape, DType.INT32) if k == 17 else g.intermediate(shape, DType.INT32)
+        g.op("ADD", [total, term], [out])
+        total = out
+    check(g, cfg, layers=[["ADD"] * 2, ["ADD"] * 15])
