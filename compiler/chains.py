@@ -1,10 +1,13 @@
 """Elementwise chains: consecutive vector operations fused into one vector-unit program.
 
 A chain is a graph of elementwise operators whose intermediate tensors are read only inside
-the chain (by one micro-op or several) and have the full output shape. The vector unit keeps those intermediates in its
+the chain (by one micro-op or several). The vector unit keeps those intermediates in its
 registers: only the chain's external inputs and its final output cross the on-chip buffer, and
 nothing in between is ever stored (a TFLite-style residual add is RESCALE, RESCALE, ADD, RESCALE
-in one pass). A single elementwise operator is a chain of one.
+in one pass). An intermediate may be smaller than the output, broadcast along its unit dims
+but not along the rows (a layer norm's per-token mean and scale, a softmax's row maximum
+rescaled before it is subtracted): each tile computes its box of it, and the vector unit pays
+for its elements only. A single elementwise operator is a chain of one.
 """
 from __future__ import annotations
 
@@ -12,12 +15,22 @@ from npu_sim.isa.opcodes import OPCODES
 from npu_sim.isa.operators import CONST, DATA, ELEMENTWISE, OPERATORS
 
 from .ir import Graph, Operator
+from .tiling import row_axis
 
 MAX_CHAIN = 32       # micro-ops per vector program: bounds the JSON program a command carries
 # The elementwise opcode's operands (isa/opcodes.py): data inputs in*, constant tables c*.
 _OPERANDS = OPCODES["elementwise"].optional
 MAX_DATA = sum(1 for n in _OPERANDS if n.startswith("in"))
 MAX_TABLES = sum(1 for n in _OPERANDS if n.startswith("c"))
+
+
+def _broadcasts(shape: tuple, to: tuple) -> bool:
+    """A tensor of `shape` broadcasts to `to` along its unit dims (TOSA's elementwise rule:
+    equal ranks), but not along the rows tiles stream (tiling.row_axis): each band of rows
+    would compute all of it again."""
+    axis = row_axis(to)
+    return len(shape) == len(to) and all(d in (1, t) for d, t in zip(shape, to)) \
+        and (axis is None or shape[axis] == to[axis])
 
 
 def data_inputs(op: Operator) -> list[str]:
@@ -58,7 +71,8 @@ def fuse_chains(graph: Graph, steps: list) -> list:
                 for name in data_inputs(member.main):
                     p = producer.get(name)
                     if (p is not None and elementwise(p) and id(p.main) not in ops
-                            and name not in graph.outputs and graph.tensors[name].shape == shape
+                            and name not in graph.outputs
+                            and _broadcasts(graph.tensors[name].shape, shape)
                             and all(id(c) in ops for c in consumers.get(name, []))
                             and len(members) < MAX_CHAIN
                             and operands_fit([m.main for m in members] + [p.main])):

@@ -494,6 +494,14 @@ def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
     return next(p for p in best if p.cost <= fastest * NEAR_BEST)     # the shallowest
 
 
+def row_axis(shape: tuple) -> int | None:
+    """The tensor axis along which tiles stream a step's output (row_dim()): its rows, axis
+    1, or a batched [N, H, W] output's N; None below rank 3."""
+    if len(shape) < 3:
+        return None
+    return 0 if len(shape) == 3 and shape[0] > 1 else 1
+
+
 def row_dim(space: TileSpace) -> str:
     """The dim whose tiles split the output along its rows (tensor axis 1), or ''. A batched
     [N, H, W] output (attention's heads) is split along N instead: a tile of whole heads is
@@ -501,9 +509,9 @@ def row_dim(space: TileSpace) -> str:
     tile whose strided span overlaps them (byte ranges are tracked by footprint)."""
     full = {d: (0, n) for d, n in space.dims.items()}
     rows = space.output.box(full)
-    if len(rows) < 3:
+    axis = row_axis(tuple(n for _, n in rows))
+    if axis is None:
         return ""
-    axis = 0 if len(rows) == 3 and rows[0][1] > 1 else 1
     for d, n in space.dims.items():
         if n > 1 and space.output.box({**full, d: (0, 1)})[axis] != rows[axis]:
             return d

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 import tosa_serializer as ts
 
+from npu_sim import api
 from oracle import DType, GraphBuilder
 # cfg is the parametrised config fixture; pytest finds it by name.
 from ops_sim_support import (  # noqa: F401
-    _attr, cfg, check, clamp, clamp_attr, const, conv_attr, rand, rescale, scalar, shape_const,
-    stage_params)
+    _attr, cfg, check, clamp, clamp_attr, const, conv_attr, get_config, rand, rescale, scalar,
+    shape_const, stage_params)
 
 # --------------------------------------------------------------------------------------------
 # multi-op chains (on-chip residency of intermediates on the default config, spills on tiny)
@@ -159,6 +160,35 @@ def test_chain_data_movement_of_intermediates(cfg):
     o3 = g.output(s1, DType.INT32)
     g.op("ADD", [r32, r32], [o3])
     check(g, cfg, tiled=True)
+
+
+@pytest.mark.parametrize("axis", [2, 1])
+def test_a_broadcast_intermediate_joins_the_chain(axis, cfg):
+    """A softmax's first half along `axis`: the row maximum is rescaled before it is
+    subtracted. Along the last axis (a token's channels) that rescale joins the chain
+    (compiler/chains.py): each tile computes its rows' maxima, and the vector unit pays for
+    those elements alone. Along the rows (axis 1) each band of rows would compute all of
+    them again, so it stays a step of its own."""
+    rng = np.random.default_rng(7300 + axis)
+    shape = (1, 24, 40)
+    reduced = tuple(1 if d == axis else n for d, n in enumerate(shape))
+    g = GraphBuilder()
+    x = g.tensor(shape, DType.INT8, rand(rng, DType.INT8, shape))
+    wide = rescale(g, x, shape, DType.INT8, DType.INT32, [1 << 30], [30], 3, 0, output=False)
+    peak = g.intermediate(reduced, DType.INT32)
+    g.op("REDUCE_MAX", [wide], [peak], _attr("ReduceMaxAttribute", axis, ts.NanPropagationMode.PROPAGATE))
+    scaled = rescale(g, peak, reduced, DType.INT32, DType.INT32, [1 << 30], [29], output=False)
+    centred = g.intermediate(shape, DType.INT32)
+    g.op("SUB", [wide, scaled], [centred])
+    rescale(g, centred, shape, DType.INT32, DType.INT8, [1 << 30], [32], 0, -5)
+    joined = axis == len(shape) - 1
+    tail = [["RESCALE", "SUB", "RESCALE"]] if joined else [["RESCALE"], ["SUB", "RESCALE"]]
+    program = check(g, cfg, layers=[["RESCALE"], ["REDUCE_MAX"]] + tail)
+    if cfg == "default" and joined:                 # one tile: the maxima rescaled once each
+        sim = api.simulate(program, get_config(cfg), timing_only=True).sim
+        work = [sim.costs[c.id].vector for c in program.commands
+                if c.layer == 2 and getattr(c, "unit", "") == "vector"]
+        assert work == [{"rescale": 24 + 24 * 40, "add": 24 * 40}]
 
 
 def test_a_chain_reading_more_inputs_than_a_command_carries_splits(cfg):

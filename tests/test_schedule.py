@@ -202,18 +202,19 @@ def test_fill_bound_tiles_give_way_to_a_split_reduction(monkeypatch):
 
 DATA = Path(__file__).parent / "data"
 ATTN_BLOCK = DATA / "attn_block" / "model.tosa"
+MHA_BLOCK = DATA / "mha_block" / "model.tosa"
 
 
 def test_loads_run_ahead_of_earlier_layers_stores_and_moves(monkeypatch):
-    """ExecuTorch's attention block is 42 small dependent layers: each one's input and
-    constants load from DRAM while earlier layers still compute, instead of queueing behind
-    their stores, on-chip moves and the weights staged for later layers (compiler/emit.py
-    HoistingEmitter); the order stays hazard-free (the suite checks every run) and bit-exact.
-    Its small constants are left to each step's own loads here (no packs), as hoisting is
-    what moves those."""
+    """ExecuTorch's nn.MultiheadAttention block is 46 small dependent layers: each one's
+    input and constants load from DRAM while earlier layers still compute, instead of
+    queueing behind their stores, on-chip moves and the weights staged for later layers
+    (compiler/emit.py HoistingEmitter); the order stays hazard-free (the suite checks every
+    run) and bit-exact. Its small constants are left to each step's own loads here (no
+    packs), as hoisting is what moves those."""
     monkeypatch.setattr(compiler_prefetch, "_packs", lambda *args: [])
     cfg = api.load_config("default")
-    program = api.compile_model(ATTN_BLOCK, cfg, use_cache=False)
+    program = api.compile_model(MHA_BLOCK, cfg, use_cache=False)
     first_compute = {}
     for cmd in program.commands:
         if not isinstance(cmd, DmaCopy):
@@ -224,7 +225,7 @@ def test_loads_run_ahead_of_earlier_layers_stores_and_moves(monkeypatch):
     assert len(ahead) >= 5
     hoisted = _timing(program, cfg).cycles
     monkeypatch.setattr(compiler_driver, "HoistingEmitter", Emitter)
-    in_order = _timing(api.compile_model(ATTN_BLOCK, cfg, use_cache=False), cfg).cycles
+    in_order = _timing(api.compile_model(MHA_BLOCK, cfg, use_cache=False), cfg).cycles
     assert hoisted < 0.8 * in_order
 
 

@@ -109,10 +109,15 @@ def chain_space(step: Step, ctx: Context):
         program.append({"fn": fn, "args": args, "tables": tables, **immediate,
                         "dtype": g.tensors[op.outputs[0]].dtype, **attrs})
         results[op.outputs[0]] = f"%{len(program) - 1}"
-    passes = len(program)
+    # Each micro-op works on the tile's box of its result: an intermediate that broadcasts (a
+    # softmax's row maximum) spans fewer dims, and a tile split along those computes it again,
+    # so they split last.
+    spans = [tuple(d for d, n, full in zip(names, g.tensors[op.outputs[0]].shape, out.shape)
+                   if n == full) for op in step.chain]
+    broadcast = {d for span in spans for d in names if d not in span}
     space = TileSpace(
-        dims=dims, levels={d: i for i, d in enumerate(names)}, orders=[tuple(names)],
-        inputs=operands,
+        dims=dims, levels={d: len(names) if d in broadcast else i for i, d in enumerate(names)},
+        orders=[tuple(names)], inputs=operands,
         output=ctx.operand("out", step.output, tuple(names), lambda t: tuple(t[d] for d in names)),
-        work=lambda s: ctx.vector_work(passes, *s.values()))
+        work=lambda s: sum(ctx.vector_work(*(s[d] for d in span)) for span in spans))
     return space, "elementwise", {"program": json.dumps(program, separators=(",", ":"))}

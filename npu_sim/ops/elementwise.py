@@ -40,16 +40,19 @@ def run_program(x: dict, a: dict, out: np.ndarray):
 
 @VECTOR_WORK.register("elementwise")
 def program_work(cmd) -> dict:
-    """One pass over the tile per micro-op, of that micro-op's operator's class."""
-    count = next(iter(cmd.outputs.values())).count
+    """One pass per micro-op over its result, of that micro-op's operator's class: the whole
+    tile, or the smaller box of an intermediate that broadcasts (a softmax's row maximum)."""
     work: dict[str, int] = {}
-    made: list[str] = []            # each micro-op's result dtype
+    made: list[tuple[str, tuple]] = []      # each micro-op's result dtype and shape
     for u in _parsed(cmd.attrs["program"]):
-        types = [made[int(r[1:])] if r[0] == "%" else cmd.inputs[r].dtype for r in u["args"]]
-        made.append(u["dtype"])
+        args = [made[int(r[1:])] if r[0] == "%" else (cmd.inputs[r].dtype, cmd.inputs[r].shape)
+                for r in u["args"]]
+        shape = np.broadcast_shapes(*(s for _, s in args)) if args else ()
+        made.append((u["dtype"], shape))
         # a micro-op computes in float when an operand or its result is float (CAST included)
-        fp = next((t for t in types + [u["dtype"]] if DTYPES[t].kind == "float"), "")
-        for c, n in classed(u["fn"], count, fp).items():
+        fp = next((t for t in [t for t, _ in args] + [u["dtype"]]
+                   if DTYPES[t].kind == "float"), "")
+        for c, n in classed(u["fn"], int(np.prod(shape, dtype=np.int64)), fp).items():
             work[c] = work.get(c, 0) + n
     return work
 
