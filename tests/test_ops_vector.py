@@ -512,20 +512,29 @@ def _resize_axis(rng, n):
             return sn, sd, off, border, num // sd + 1
 
 
+def _random_resize(g, rng, mode: str, sizes: tuple, output: bool):
+    """A RESIZE of a random int8 input of `sizes` (n, h, w, c) in `mode`, of a random valid
+    geometry: (its result, the result's shape, the product of the two scale numerators)."""
+    n, h, w, c = sizes
+    yn, yd, oy, by, oh = _resize_axis(rng, h)
+    xn, xd, ox, bx, ow = _resize_axis(rng, w)
+    x = rand(rng, DType.INT8, sizes)
+    xi = g.tensor(x.shape, DType.INT8, x)
+    shape, dt = (n, oh, ow, c), DType.INT8 if mode == "NEAREST" else DType.INT32
+    out = g.output(shape, dt) if output else g.intermediate(shape, dt)
+    g.op("RESIZE", [xi, shape_const(g, (yn, yd, xn, xd)), shape_const(g, (oy, ox)),
+                    shape_const(g, (by, bx))], [out],
+         _attr("ResizeAttribute", getattr(ts.ResizeMode, mode)))
+    return out, shape, yn * xn
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_random_resize(seed, cfg):
     rng = np.random.default_rng(9500 + seed)
     mode = ("NEAREST", "BILINEAR")[seed % 2]
-    n, h, w, c = _ri(rng, 1, 2), _ri(rng, 1, 10), _ri(rng, 1, 10), _ri(rng, 1, 16)
-    yn, yd, oy, by, oh = _resize_axis(rng, h)
-    xn, xd, ox, bx, ow = _resize_axis(rng, w)
-    x = rand(rng, DType.INT8, (n, h, w, c))
+    sizes = (_ri(rng, 1, 2), _ri(rng, 1, 10), _ri(rng, 1, 10), _ri(rng, 1, 16))
     g = GraphBuilder()
-    xi = g.tensor(x.shape, DType.INT8, x)
-    o = g.output((n, oh, ow, c), DType.INT8 if mode == "NEAREST" else DType.INT32)
-    g.op("RESIZE", [xi, shape_const(g, (yn, yd, xn, xd)), shape_const(g, (oy, ox)),
-                    shape_const(g, (by, bx))], [o],
-         _attr("ResizeAttribute", getattr(ts.ResizeMode, mode)))
+    _random_resize(g, rng, mode, sizes, output=True)
     check(g, cfg)
 
 
@@ -537,29 +546,20 @@ def test_resize_into_chain(seed, cfg):
     first (compiler/cascade.py _resized), from the input rows that box samples."""
     rng = np.random.default_rng(9550 + seed)
     mode = ("BILINEAR", "NEAREST")[seed % 2]
-    n, h, w, c = _ri(rng, 1, 2), _ri(rng, 3, 12), _ri(rng, 3, 12), _ri(rng, 4, 24)
-    yn, yd, oy, by, oh = _resize_axis(rng, h)
-    xn, xd, ox, bx, ow = _resize_axis(rng, w)
-    x = rand(rng, DType.INT8, (n, h, w, c))
-    wide = DType.INT32 if mode == "BILINEAR" else DType.INT8
+    sizes = (_ri(rng, 1, 2), _ri(rng, 3, 12), _ri(rng, 3, 12), _ri(rng, 4, 24))
     g = GraphBuilder()
-    xi = g.tensor(x.shape, DType.INT8, x)
-    mid = g.intermediate((n, oh, ow, c), wide)
-    g.op("RESIZE", [xi, shape_const(g, (yn, yd, xn, xd)), shape_const(g, (oy, ox)),
-                    shape_const(g, (by, bx))], [mid],
-         _attr("ResizeAttribute", getattr(ts.ResizeMode, mode)))
+    mid, shape, gain = _random_resize(g, rng, mode, sizes, output=False)
     if mode == "BILINEAR":
-        mult, shift = stage_params(rng, 127 * yn * xn, 1)
-        rescale(g, mid, (n, oh, ow, c), wide, DType.INT8, mult, shift,
-                ozp=_ri(rng, -20, 20))
+        mult, shift = stage_params(rng, 127 * gain, 1)
+        rescale(g, mid, shape, DType.INT32, DType.INT8, mult, shift, ozp=_ri(rng, -20, 20))
         fused = ["RESIZE", "RESCALE"]
     else:
         lo = _ri(rng, -100, 0)
-        clamp(g, mid, (n, oh, ow, c), DType.INT8, lo, _ri(rng, lo, 100))
+        clamp(g, mid, shape, DType.INT8, lo, _ri(rng, lo, 100))
         fused = ["RESIZE", "CLAMP"]
     program = check(g, cfg)
     # fused where the RESIZE's output and the chain's do not both stay on chip
-    size = n * oh * ow * c
+    size = int(np.prod(shape))
     trips = size * (4 if mode == "BILINEAR" else 1) + size > resident_share(get_config(cfg))
     assert [list(layer.ops) for layer in program.layers] == \
         ([fused] if trips else [[op] for op in fused])
