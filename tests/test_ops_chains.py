@@ -206,3 +206,22 @@ def test_a_chain_reading_more_inputs_than_a_command_carries_splits(cfg):
         g.op("ADD", [total, term], [out])
         total = out
     check(g, cfg, layers=[["ADD"] * 2, ["ADD"] * 15])
+
+
+def test_a_chain_pays_each_micro_op_its_result_and_the_last_the_whole_tile():
+    """The vector unit's work on a chain command (npu_sim/ops/elementwise.py): a broadcast
+    intermediate costs its own elements, and the micro-op writing the tile costs all of
+    them even where its operands broadcast (a program a file could carry)."""
+    from types import SimpleNamespace
+
+    from npu_sim.isa.commands import dense
+    from npu_sim.ops import VECTOR_WORK
+    row, tile = dense(0, 0, (1, 4, 1), "int32"), dense(0, 64, (1, 4, 8), "int32")
+    program = ('[{"fn":"ABS","args":["in0"],"tables":[],"dtype":"int32"},'
+               '{"fn":"SUB","args":["in1","%0"],"tables":[],"dtype":"int32"}]')
+    cmd = SimpleNamespace(inputs={"in0": row, "in1": tile}, outputs={"out": tile},
+                          attrs={"program": program})
+    assert VECTOR_WORK["elementwise"](cmd) == {"add": 4 + 32}
+    alone = ('[{"fn":"ABS","args":["in0"],"tables":[],"dtype":"int32"}]')
+    cmd = SimpleNamespace(inputs={"in0": row}, outputs={"out": tile}, attrs={"program": alone})
+    assert VECTOR_WORK["elementwise"](cmd) == {"add": 32}

@@ -41,13 +41,17 @@ def run_program(x: dict, a: dict, out: np.ndarray):
 @VECTOR_WORK.register("elementwise")
 def program_work(cmd) -> dict:
     """One pass per micro-op over its result, of that micro-op's operator's class: the whole
-    tile, or the smaller box of an intermediate that broadcasts (a softmax's row maximum)."""
+    tile, or the smaller box of an intermediate that broadcasts (a softmax's row maximum);
+    the last one writes every element of the tile, whatever its operands' shapes."""
     work: dict[str, int] = {}
     made: list[tuple[str, tuple]] = []      # each micro-op's result dtype and shape
-    for u in _parsed(cmd.attrs["program"]):
+    program = _parsed(cmd.attrs["program"])
+    for i, u in enumerate(program):
         args = [made[int(r[1:])] if r[0] == "%" else (cmd.inputs[r].dtype, cmd.inputs[r].shape)
                 for r in u["args"]]
         shape = np.broadcast_shapes(*(s for _, s in args)) if args else ()
+        if i == len(program) - 1:
+            shape = next(iter(cmd.outputs.values())).shape
         made.append((u["dtype"], shape))
         # a micro-op computes in float when an operand or its result is float (CAST included)
         fp = next((t for t in [t for t, _ in args] + [u["dtype"]]
