@@ -6,6 +6,7 @@ import dataclasses
 from npu_sim.isa.commands import ONCHIP, TensorView, dense, make_view
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.isa.opcodes import OPCODES
+from npu_sim.isa.operators import ATTR, OPERATORS
 
 from .allocate import align
 from .assembly import block_parts, box_view, plan as plan_assembly
@@ -527,9 +528,11 @@ class Lowering:
 
 
 def _shape_of(graph, step: Step) -> tuple:
-    """What a step's tile space is built from: its operators and their attributes, each
-    tensor's shape, type and whether it is a constant, and which of them are the same tensor
-    (numbered in order of first use; a chain reading one tensor twice has one operand)."""
+    """What a step's tile space is built from: its operators and their attributes (those
+    given as constant shape operands too: a RESIZE's scale, offset and border decide the
+    input box each tile samples; zero points and shifts do not), each tensor's shape, type
+    and whether it is a constant, and which of them are the same tensor (numbered in order
+    of first use; a chain reading one tensor twice has one operand)."""
     number: dict[str, int] = {}
     out = [step.kind]
 
@@ -537,13 +540,20 @@ def _shape_of(graph, step: Step) -> tuple:
         t = graph.tensors[name]
         return number.setdefault(name, len(number)), t.shape, t.dtype, t.is_const, t.variable
 
+    def value(name):
+        t = graph.tensors[name]
+        return tuple(t.data.reshape(-1).tolist()) if t.dtype == "shape" and t.data is not None \
+            else None
+
     def walk(s):
         for op in [s.main, s.rescale, s.clamp] + list(s.chain):
             if op is None:
                 out.append(None)
                 continue
+            attrs = OPERATORS[op.op].bound(op.inputs, ATTR) if op.op in OPERATORS else []
             out.append((op.op, tuple((k, _frozen(v)) for k, v in sorted(op.attrs.items())),
-                        tuple(map(tensor, op.inputs)), tuple(map(tensor, op.outputs))))
+                        tuple(map(tensor, op.inputs)), tuple(map(tensor, op.outputs)),
+                        tuple(map(value, attrs))))
         out.append(s.producer is not None)
         if s.producer is not None:
             walk(s.producer)

@@ -565,6 +565,28 @@ def test_resize_into_chain(seed, cfg):
         ([fused] if trips else [[op] for op in fused])
 
 
+@pytest.mark.parametrize("chained", [False, True])
+def test_resizes_of_one_shape_and_other_geometries_tile_apart(chained, cfg):
+    """Two RESIZEs with the same input and output shapes sample their inputs differently
+    (2x with no offset; 2x half-pixel style, whose boxes reach a row further): each needs its
+    own tile plan, though their tensors alike would share one (compiler/lower.py keys the
+    plans by the constant shape operands too). Sharing had made the second one's input boxes
+    overrun their buffers, silently, on the tiny configs."""
+    rng = np.random.default_rng(9580)
+    g = GraphBuilder()
+    shape = (1, 15, 15, 16)
+    for scale, offset, border in (((2, 1, 2, 1), (0, 0), (0, 0)),
+                                  ((4, 2, 4, 2), (-1, -1), (-1, -1))):
+        x = g.tensor((1, 8, 8, 16), DType.INT8, rand(rng, DType.INT8, (1, 8, 8, 16)))
+        out = g.intermediate(shape, DType.INT8) if chained else g.output(shape, DType.INT8)
+        g.op("RESIZE", [x, shape_const(g, scale), shape_const(g, offset),
+                        shape_const(g, border)], [out],
+             _attr("ResizeAttribute", ts.ResizeMode.NEAREST))
+        if chained:
+            clamp(g, out, shape, DType.INT8, -60, 70)
+    check(g, cfg, tiled=True)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_random_elementwise_int32(seed, cfg):
     """ADD / SUB / MUL(shift) with random equal-rank broadcasting."""
