@@ -155,14 +155,15 @@ def _rewrite(graph: Graph, chain: list[Operator], shape: tuple, target: tuple) -
                 before.setdefault(id(op), []).extend(reshape(name, renamed[name], op))
     for op in chain:
         out = graph.tensors[op.outputs[0]]
+        dims = _to_shape(out.shape, shape, target)      # an intermediate may broadcast
         read_outside = any(id(u) not in inside for u in consumers.get(out.name, []))
         if out.name in graph.outputs:
-            renamed[out.name] = fresh(f"{out.name}::aligned", target, out.dtype)
+            renamed[out.name] = fresh(f"{out.name}::aligned", dims, out.dtype)
             after[id(op)] = reshape(renamed[out.name], out.name, op)
         else:
-            graph.tensors[out.name] = dataclasses.replace(out, shape=target)
+            graph.tensors[out.name] = dataclasses.replace(out, shape=dims)
             if read_outside:
-                outside[out.name] = fresh(f"{out.name}::view", shape, out.dtype)
+                outside[out.name] = fresh(f"{out.name}::view", out.shape, out.dtype)
                 after[id(op)] = reshape(out.name, outside[out.name], op)
     for op in graph.operators:
         if id(op) in inside:

@@ -13,7 +13,7 @@ from npu_sim.compiler.loader import load_bytes
 from npu_sim.compiler.rank_align import align_to_conv_views
 from npu_sim.config import parse_overrides
 from oracle import DType, GraphBuilder, assert_matches_reference
-from ops_sim_support import _attr, conv_attr, mac_stage, rand, scalar, shape_const
+from ops_sim_support import _attr, conv_attr, mac_stage, rand, rescale, scalar, shape_const
 
 
 def _compile(tosa: bytes, cfg):
@@ -153,3 +153,35 @@ def test_a_conv_output_read_elsewhere_too_is_left_alone():
     g.op("CAST", [fc], [g.output([16, 1, 1, 32], DType.INT16)])
     graph = load_bytes(g.serialize(), "net.tosa")
     assert align_to_conv_views(graph) == 0
+
+
+def test_a_broadcast_member_keeps_its_unit_dims_when_the_chain_is_rewritten():
+    """A chain on a conv view with a per-token intermediate (a (1, T, 1) scale rescaled, then
+    subtracted: compiler/chains.py takes it in) is rewritten into the conv's shape with that
+    intermediate as (T, 1, 1, 1), not the whole (T, 1, 1, C): its RESCALE keeps the shape of
+    its input, and the vector unit pays for T elements of it."""
+    rng = np.random.default_rng(8100)
+    tokens, channels = 24, 16
+    g = GraphBuilder()
+    fc = _conv(g, rng, (tokens, 1, 1, channels))
+    view = [1, tokens, channels]
+    seen = g.intermediate(view, DType.INT8)
+    g.op("RESHAPE", [fc, shape_const(g, view)], [seen])
+    s = g.tensor((1, tokens, 1), DType.INT32, rand(rng, DType.INT32, (1, tokens, 1), -1000, 1000))
+    wide = rescale(g, seen, view, DType.INT8, DType.INT32, [1 << 30], [30], 3, 0, output=False)
+    scaled = rescale(g, s, (1, tokens, 1), DType.INT32, DType.INT32, [1 << 30], [29],
+                     output=False)
+    centred = g.intermediate(view, DType.INT32)
+    g.op("SUB", [wide, scaled], [centred])
+    rescale(g, centred, view, DType.INT32, DType.INT8, [1 << 30], [32], 0, -5)
+    graph = load_bytes(g.serialize(), "net.tosa")
+    assert align_to_conv_views(graph) == 1
+    assert graph.tensors[scaled].shape == (tokens, 1, 1, 1)
+    assert all(graph.tensors[o.outputs[0]].shape == graph.tensors[o.inputs[0]].shape
+               for o in graph.operators if o.op == "RESCALE")
+    program = _run_bit_exact(g)
+    chain = next(i for i, layer in enumerate(program.layers) if "SUB" in layer.ops)
+    sim = api.simulate(program, api.load_config("default"), timing_only=True).sim
+    work = [sim.costs[c.id].vector for c in program.commands
+            if c.layer == chain and getattr(c, "unit", "") == "vector"]
+    assert work == [{"rescale": 2 * tokens * channels + tokens, "add": tokens * channels}]
