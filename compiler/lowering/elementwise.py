@@ -115,8 +115,9 @@ def chain_space(step: Step, ctx: Context):
     spans = [tuple(d for d, n, full in zip(names, g.tensors[op.outputs[0]].shape, out.shape)
                    if n == full) for op in step.chain]
     broadcast = {d for span in spans for d in names if d not in span}
+    split_order = [d for d in names if d not in broadcast] + [d for d in names if d in broadcast]
     space = TileSpace(
-        dims=dims, levels={d: len(names) if d in broadcast else i for i, d in enumerate(names)},
+        dims=dims, levels={d: i for i, d in enumerate(split_order)},
         orders=[tuple(names)], inputs=operands,
         output=ctx.operand("out", step.output, tuple(names), lambda t: tuple(t[d] for d in names)),
         work=lambda s: sum(ctx.vector_work(*(s[d] for d in span)) for span in spans))
