@@ -274,6 +274,34 @@ def test_resize(tmp_path, dtype, mode):
                   "default@4 KiB")
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_float_resize_inside_its_chain_computes_what_it_does_apart(tmp_path, dtype):
+    """A float bilinear RESIZE read by an ADD alone: on 8 KiB the vector unit computes each
+    ADD tile's box of it inside the chain (compiler/cascade.py _resized), on 1 MiB the two run
+    apart; every output value is the same IEEE value either way."""
+    rng = np.random.default_rng(seed("resize-chain", dtype))
+    g = GraphBuilder()
+    x = g.tensor((1, 9, 11, 24), T[dtype], data(rng, (1, 9, 11, 24), dtype))
+    up = g.intermediate((1, 17, 21, 24), T[dtype])
+    s = g.ser.addConst([4], DType.SHAPE, np.array([4, 2, 4, 2], np.int64))
+    off = g.ser.addConst([2], DType.SHAPE, np.array([0, 0], np.int64))
+    a = ts.TosaSerializerAttribute()
+    a.ResizeAttribute(ts.ResizeMode.BILINEAR)
+    g.op("RESIZE", [x, s.name, off.name, off.name], [up], a)
+    y = g.tensor((1, 17, 21, 24), T[dtype], data(rng, (1, 17, 21, 24), dtype))
+    o = g.output((1, 17, 21, 24), T[dtype])
+    g.op("ADD", [up, y], [o])
+    path = tmp_path / "g.tosa"
+    path.write_bytes(g.serialize())
+    outputs = []
+    for cfg, layers in (("large-8k@1 MiB", [["RESIZE"], ["ADD"]]),
+                        ("large-8k@8 KiB", [["RESIZE", "ADD"]])):
+        program = compile_model(path, config(cfg))
+        assert [list(layer.ops) for layer in program.layers] == layers
+        outputs.append(simulate(program, config(cfg), inputs=g.input_values).outputs[o])
+    assert _same(*outputs)
+
+
 # ---- data movement, host operators ---------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", FLOATS + ("fp8e4m3", "fp8e5m2"))

@@ -225,3 +225,19 @@ def test_a_chain_pays_each_micro_op_its_result_and_the_last_the_whole_tile():
     alone = ('[{"fn":"ABS","args":["in0"],"tables":[],"dtype":"int32"}]')
     cmd = SimpleNamespace(inputs={"in0": row}, outputs={"out": tile}, attrs={"program": alone})
     assert VECTOR_WORK["elementwise"](cmd) == {"add": 32}
+
+
+def test_a_chain_of_more_constant_tables_than_a_command_carries_splits(cfg):
+    """17 per-channel RESCALEs one after another carry 34 constant tables (multipliers and
+    shifts), more than the elementwise opcode's 32: the chain ends where the next one's would
+    not fit (compiler/chains.py), bit-exact."""
+    rng = np.random.default_rng(7500)
+    shape = (1, 4, 6, 8)
+    g = GraphBuilder()
+    value = g.tensor(shape, DType.INT32, rand(rng, DType.INT32, shape, -1000, 1000))
+    for k in range(17):
+        mult = rng.integers(1 << 29, 1 << 30, size=8)
+        value = rescale(g, value, shape, DType.INT32, DType.INT32, mult, np.full(8, 30),
+                        per_channel=True, output=k == 16)
+    program = check(g, cfg)
+    assert [len(layer.ops) for layer in program.layers] == [1, 16]
