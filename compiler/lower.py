@@ -6,7 +6,6 @@ import dataclasses
 from npu_sim.isa.commands import ONCHIP, TensorView, dense, make_view
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.isa.opcodes import OPCODES
-from npu_sim.isa.operators import ATTR, OPERATORS
 
 from .allocate import align
 from .assembly import block_parts, box_view, plan as plan_assembly
@@ -550,10 +549,9 @@ def _shape_of(graph, step: Step) -> tuple:
             if op is None:
                 out.append(None)
                 continue
-            attrs = OPERATORS[op.op].bound(op.inputs, ATTR) if op.op in OPERATORS else []
             out.append((op.op, tuple((k, _frozen(v)) for k, v in sorted(op.attrs.items())),
                         tuple(map(tensor, op.inputs)), tuple(map(tensor, op.outputs)),
-                        tuple(map(value, attrs))))
+                        tuple(map(value, op.inputs))))
         out.append(s.producer is not None)
         if s.producer is not None:
             walk(s.producer)
