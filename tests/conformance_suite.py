@@ -8,8 +8,9 @@ model the expected outputs, `npu-sim conformance` runs them.
     python tests/conformance_suite.py --out DIR --profile ext-shape [--sample]
                                      # the TOSA 1.1-draft shape operators (EXT-SHAPE), apart
 
-Steps (each skipped when its output is already there, so a run can be resumed):
-1. generate:  the full suite is tosa_verif_conformance_generator (the official selection, its
+Steps (a run into a folder that holds an earlier one's redoes only what changed):
+1. generate, afresh unless --skip-generate (DIR/tests then holds only this selection's tests):
+   the full suite is tosa_verif_conformance_generator (the official selection, its
    default seed) for --profile tosa-pro-int and the extensions EXT-INT16, EXT-INT4,
    EXT-DOUBLEROUND, EXT-INEXACTROUND and EXT-CONTROLFLOW (not with --no-controlflow), TOSA
    1.0.2, binary output, into DIR/tests. The sample is tosa_verif_build_tests driven in-process per operator
@@ -25,7 +26,8 @@ Steps (each skipped when its output is already there, so a run can be resumed):
 2. expected outputs: the reference model runs every valid test in precise mode (fp64 results
    of float tests, and the bounds file where test_requirements.bounds_file_required); its outputs go to
    DIR/expected/<test name>/<ofm_file> (tests it calls UNPREDICTABLE or ERROR are listed in
-   DIR/expected/reference.json and reported).
+   DIR/expected/reference.json and reported), beside the digest of the test's files they
+   follow from: a later run reuses them only for a test whose files are the same.
 3. run: npu-sim conformance DIR/tests --expected-dir DIR/expected --json DIR/results.json;
    float outputs are judged by Arm's compliance checker (compliant / non-compliant); the
    per-operator table goes to DIR/summary.md. Each result is appended to DIR/results.jsonl as
@@ -36,6 +38,7 @@ Only this helper and the tests call the reference model; npu-sim itself never do
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -266,8 +269,6 @@ def reference_run(test_dir: Path, expected_dir: Path, binary: str | None = None)
     Returns (status, message): status "ok", "unpredictable" or "error"."""
     desc = json.loads((test_dir / "desc.json").read_text())
     dest = expected_dir / test_dir.name
-    if all((dest / f).is_file() for f in desc["ofm_file"]):
-        return "ok", ""
     missing = [f for f in desc["ifm_file"] if not (test_dir / f).is_file()]
     if missing:           # lazily generated data: let tosa-tools' data generator write it
         from conformance import model_files as cmf
@@ -275,6 +276,12 @@ def reference_run(test_dir: Path, expected_dir: Path, binary: str | None = None)
         gen = GenerateLibrary(Path(cmf.find_tosa_file(cmf.TosaFileType.GENERATE_LIBRARY, None)))
         gen.set_config(desc)
         gen.write_numpy_files(test_dir)
+    # Outputs kept from an earlier run serve only the same test: another seed's sample names
+    # its tests alike but feeds them other data.
+    source = source_digest(test_dir, desc)
+    if all((dest / f).is_file() for f in desc["ofm_file"]) and \
+            (dest / SOURCE_FILE).is_file() and (dest / SOURCE_FILE).read_text() == source:
+        return "ok", ""
     tmp = expected_dir / f".{test_dir.name}.part"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -286,9 +293,23 @@ def reference_run(test_dir: Path, expected_dir: Path, binary: str | None = None)
         kind = {1: "unpredictable"}.get(proc.returncode, "error")
         text = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
         return kind, f"tosa_reference_model exit {proc.returncode}: {' '.join(text[:3])[:400]}"
+    (tmp / SOURCE_FILE).write_text(source)
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(tmp, dest)
     return "ok", ""
+
+
+SOURCE_FILE = "source.sha256"       # beside a test's expected outputs: source_digest() of the test
+
+
+def source_digest(test_dir: Path, desc: dict) -> str:
+    """SHA-256 of what a test's expected outputs follow from: its description, graph and
+    input data."""
+    digest = hashlib.sha256((test_dir / "desc.json").read_bytes())
+    for name in [desc.get("tosa_file", ""), *desc["ifm_file"]]:
+        if name and (test_dir / name).is_file():
+            digest.update(name.encode() + b"\0" + (test_dir / name).read_bytes())
+    return digest.hexdigest()
 
 
 def reference_outputs(tests, expected_dir: Path, jobs: int = 2) -> dict[str, tuple[str, str]]:
@@ -392,6 +413,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     not_built: dict[str, str] = {}
     if not args.skip_generate:
+        shutil.rmtree(tests_dir, ignore_errors=True)   # only this selection's tests are run
         if args.sample:
             not_built = generate_sample(tests_dir, ops, args.seed, args.jobs, exts, suite)
         else:

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import textwrap
 import sys
 from pathlib import Path
 
@@ -470,3 +471,33 @@ def test_a_valid_test_both_refuse_counts_as_refused():
     assert cs.refused_by_both(rows, reference) == 1
     assert [r["status"] for r in rows] == ["refused", "fail", "fail"]
     assert conf.ok(rows[:1]) and not conf.ok(rows)
+
+
+def test_expected_outputs_follow_the_test_not_its_name(tmp_path):
+    """Another seed's sample names its tests alike but feeds them other data: the expected
+    outputs kept from a run serve a later run only while the test's files are the same (a
+    sweep with a second seed into one folder had compared 135 tests against the first
+    seed's outputs)."""
+    reference = tmp_path / "reference"          # stands in for tosa_reference_model: ofm = ifm + 1
+    reference.write_text(f"#!{sys.executable}\n" + textwrap.dedent("""
+        import json, sys
+        import numpy as np
+        args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+        desc = json.load(open(args["--test_desc"]))
+        x = np.load(desc["ifm_file"][0])
+        np.save(args["--output_dir"] + "/" + desc["ofm_file"][0], x + 1)
+        """))
+    reference.chmod(0o755)
+    test = tmp_path / "tests" / "add_1x4_i32"
+    test.mkdir(parents=True)
+    (test / "desc.json").write_text(json.dumps({"tosa_file": "test.tosa", "ifm_file": ["in.npy"],
+                                                "ofm_file": ["out.npy"]}))
+    (test / "test.tosa").write_bytes(b"graph")
+    expected = tmp_path / "expected"
+    for values in ([1, 2, 3, 4], [5, 6, 7, 8]):
+        np.save(test / "in.npy", np.array(values, np.int32))
+        assert cs.reference_run(test, expected, str(reference)) == ("ok", "")
+        assert np.array_equal(np.load(expected / test.name / "out.npy"), np.array(values) + 1)
+    reference.write_text("#!/bin/sh\nexit 3\n")    # the same test again: its outputs are kept
+    assert cs.reference_run(test, expected, str(reference)) == ("ok", "")
+    assert np.array_equal(np.load(expected / test.name / "out.npy"), [6, 7, 8, 9])
