@@ -232,52 +232,17 @@ def _operand_boxes(opnd: Operand, tiles) -> tuple[int, float]:
 # An operand's box depends on its `depends` dims alone, so the boxes of a plan's tiles are
 # computed per operand over those dims and kept by their sizes, for the plans sharing them.
 
-def _sampled_columns(space: TileSpace, options: dict[str, list[int]], digits: np.ndarray,
-                     memo: dict):
-    """box_sizes() of the sample tiles of every combination of `options` (dim -> candidate
-    sizes, for the dims the level splits; the others whole), as columns over the combinations:
-    (role -> buffer bytes, the output's bytes, role -> burst factor). `digits`: each
-    combination's index into each dim's options. Each operand's boxes are computed once per
-    combination of the sizes of the dims it depends on (memo), and spread to the rows
-    having them."""
-    split = list(options)
-    base = {d: options[d][0] if d in options else n for d, n in space.dims.items()}
-    columns = []
+def _sampled_boxes(space: TileSpace, sizes: dict[str, int], memo: dict):
+    """box_sizes() of the sample tiles of `sizes`."""
+    samples, parts = None, []
     for i, opnd in enumerate(space.inputs + [space.output]):
-        own = [d for d in opnd.depends if d in space.dims]
-        mine = [d for d in own if d in options]
-        nbytes, burst = [], []
-        for sizes in itertools.product(*(options[d] for d in mine)):
-            tile = dict(zip(mine, sizes))
-            key = ("sample", i, tuple(tile[d] if d in tile else base[d] for d in own))
-            part = memo.get(key)
-            if part is None:
-                part = memo[key] = _operand_boxes(opnd, _sample_tiles(space, {**base, **tile}))
-            nbytes.append(part[0])
-            burst.append(part[1])
-        rows = np.ravel_multi_index(digits[[split.index(d) for d in mine]],
-                                    [len(options[d]) for d in mine]) if mine else \
-            np.zeros(digits.shape[1], np.intp)
-        columns.append((np.array(nbytes, np.int64)[rows], np.array(burst)[rows]))
-    role_bytes: dict[str, np.ndarray] = {}
-    factor: dict[str, np.ndarray] = {}
-    for opnd, (nbytes, burst) in zip(space.inputs, columns):   # roles shared: the largest
-        role = opnd.role
-        role_bytes[role] = np.maximum(role_bytes[role], nbytes) if role in role_bytes else nbytes
-        factor[role] = np.maximum(factor.get(role, 1.0), burst)
-    out_bytes, factor["<out>"] = columns[-1]
-    return role_bytes, out_bytes, factor
-
-
-def _work_column(space: TileSpace, table: np.ndarray, memo: dict) -> np.ndarray:
-    """The compute cycles of one tile of each row of `table`, kept in memo by its sizes."""
-    names, work = list(space.dims), []
-    for sizes in map(tuple, table.tolist()):
-        cycles = memo.get(sizes)
-        if cycles is None:
-            cycles = memo[sizes] = space.work(dict(zip(names, sizes)))
-        work.append(cycles)
-    return np.array(work, dtype=np.float64)
+        key = ("sample", i, tuple([sizes[d] for d in opnd.depends if d in sizes]))
+        part = memo.get(key)
+        if part is None:
+            samples = samples or _sample_tiles(space, sizes)
+            part = memo[key] = _operand_boxes(opnd, samples)
+        parts.append(part)
+    return _merge(space, parts)
 
 
 def operand_tiles(space: TileSpace, sizes: dict[str, int], opnd: Operand):
@@ -332,12 +297,10 @@ def evaluate(space: TileSpace, sizes: dict[str, int], order, tile_overhead: floa
              tiles=None, boxes=None) -> TilePlan:
     """The plan of tile `sizes` in loop `order`; `boxes`: box_sizes() of its tiles, when the
     caller evaluates several orders of the same sizes."""
-    role_bytes, out_bytes, factor = boxes or box_sizes(space, tiles or _sample_tiles(space, sizes))
-    columns = ({role: np.array([n], np.int64) for role, n in role_bytes.items()},
-               np.array([out_bytes], np.int64), {role: np.array([f]) for role, f in factor.items()})
-    return _evaluate(space, np.array([[sizes[d] for d in space.dims]], np.int64),
-                     _order_positions(space, [order]), tile_overhead, columns,
-                     np.array([space.work(sizes)], np.float64), _lanes(space)).plan(0)
+    boxes = boxes or box_sizes(space, tiles or _sample_tiles(space, sizes))
+    return _evaluate(space, [tuple(sizes[d] for d in space.dims)],
+                     _order_positions(space, [order]), tile_overhead,
+                     [(boxes, space.work(sizes))], _lanes(space)).plan(0)
 
 
 class _Plans:
@@ -345,7 +308,7 @@ class _Plans:
     sizes j // len(orders) in order j % len(orders)): a search level's hundreds of plans are
     estimated in a few array operations, and only those a search picks become TilePlans."""
 
-    def __init__(self, space: TileSpace, sizes: np.ndarray, orders: list[tuple], parts: dict):
+    def __init__(self, space: TileSpace, sizes: list[tuple], orders: list[tuple], parts: dict):
         self.space, self.sizes, self.orders, self.parts = space, sizes, orders, parts
         self.working_set = parts["working_set"].ravel()
         self.cost = parts["time"].ravel()
@@ -357,21 +320,23 @@ class _Plans:
         s, o = divmod(j, len(self.orders))
         buffers = {role: int(count[s, o]) for role, count in parts["buffers"]}
         buffer_bytes = {role: int(nbytes[s]) for role, nbytes in parts["buffer_bytes"]}
-        return TilePlan(dict(zip(space.dims, self.sizes[s].tolist())), self.orders[o],
+        return TilePlan(dict(zip(space.dims, self.sizes[s])), self.orders[o],
                         dict(zip(space.dims, parts["counts"][s].tolist())), buffers,
                         buffer_bytes, int(parts["acc_bytes"][s]), int(self.working_set[j]),
                         float(self.cost[j]), float(parts["transfer"][s, o]),
                         float(self.padding[j]), float(parts["compute"][s]))
 
 
-def _evaluate(space: TileSpace, sizes: np.ndarray, orders, tile_overhead: float,
-              boxes: tuple, work: np.ndarray, lanes: tuple) -> _Plans:
-    """evaluate() of each row of `sizes` (tile sizes in the order of space.dims) in each of
-    `orders` (_order_positions()), given the boxes of each (_sampled_columns()), the compute
-    cycles of one of its tiles and the operands' _lanes()."""
+def _evaluate(space: TileSpace, sizes: list[tuple], orders, tile_overhead: float,
+              boxes: list[tuple], lanes: tuple) -> _Plans:
+    """evaluate() of each of `sizes` (tile sizes in the order of space.dims) in each of
+    `orders` (_order_positions()), given the boxes of each and the compute cycles of one of
+    its tiles, (box_sizes(), cycles), and the operands' _lanes()."""
     column = {d: i for i, d in enumerate(space.dims)}
-    counts = -(-np.array(list(space.dims.values()), dtype=np.int64) // sizes)
-    role_bytes, out_bytes, factor = boxes
+    counts = -(-np.array(list(space.dims.values()), dtype=np.int64)
+               // np.array(sizes, dtype=np.int64).reshape(len(sizes), len(column)))
+    in_bytes = [b for b, _ in boxes]
+    out_bytes = np.array([b[1] for b in in_bytes], dtype=np.int64)
     n_tiles = counts.prod(axis=1)
     reduction = column.get(space.reduction)
     splits = counts[:, reduction] if reduction is not None else 1
@@ -379,11 +344,11 @@ def _evaluate(space: TileSpace, sizes: np.ndarray, orders, tile_overhead: float,
     if space.reduction:
         acc = out_bytes // space.output.itemsize * space.acc_itemsize
         acc_bytes = np.where(splits > 1, (acc + ALIGN - 1) // ALIGN * ALIGN, 0)
-    compute = n_tiles * work
+    compute = n_tiles * np.array([w for _, w in boxes], dtype=np.float64)
     out = space.output
     n_lanes, offchip, out_lane = lanes
-    ins = [(role, role_bytes[role], per_byte, factor[role], lane)
-           for role, per_byte, lane in offchip]
+    ins = [(role, np.array([b[0][role] for b in in_bytes], dtype=np.int64), per_byte,
+            np.array([b[2][role] for b in in_bytes]), lane) for role, per_byte, lane in offchip]
     per_tile = n_tiles * tile_overhead
     streamed = compute / counts[:, column[space.stream]] if space.stream else None
     buffer_bytes = [(role, nbytes) for role, nbytes, _, _, _ in ins]
@@ -394,7 +359,7 @@ def _evaluate(space: TileSpace, sizes: np.ndarray, orders, tile_overhead: float,
         # tiles are a reduction loop apart: one buffer lets each store finish before the next
         # tile's results go there, and the room serves the inputs.
         out_count = np.where((n_out > 1) & (splits <= 1), 2, 1)
-        burst = factor["<out>"]
+        burst = np.array([b[2]["<out>"] for b in in_bytes])
         out_cost = n_out * out_bytes * out.cost_per_byte * burst
         out_padding = n_out * out_bytes * out.cost_per_byte * (burst - 1)
     shape = (len(sizes), len(orders))
@@ -442,21 +407,30 @@ def _evaluate(space: TileSpace, sizes: np.ndarray, orders, tile_overhead: float,
 def _candidates(space: TileSpace, level: int, tile_overhead: float, boxes: dict,
                 least: dict | None = None) -> _Plans:
     """Every plan of one search level: the halvings of its splittable dims in every order.
-    `boxes` keeps each operand's boxes by the sizes it depends on and a tile's compute cycles
-    by its sizes: they depend on the space's shapes only, not on where its operands live, so
-    a search after prefetch staged some reuses them. `least`: dim -> the smallest size tried."""
+    `boxes` caches box_sizes() by tile sizes, each operand's boxes by the sizes it depends on
+    and a tile's compute cycles: they depend on the space's shapes only, not on where its
+    operands live, so a search after prefetch staged some reuses them. `least`: dim -> the
+    smallest size tried."""
+    names = list(space.dims)
+    splittable = [i for i, d in enumerate(names) if space.levels[d] <= level]
     least = least or {}
-    options = {d: [n for n in _sizes(space, d) if n >= least.get(d, 0)]
-               for d in space.dims if space.levels[d] <= level}
-    # every combination, the last dim's sizes varying fastest (itertools.product's order)
-    digits = np.indices([len(o) for o in options.values()]).reshape(len(options), -1) \
-        if options else np.zeros((0, 1), np.intp)
-    table = np.repeat(np.array([list(space.dims.values())], np.int64), digits.shape[1], axis=0)
-    for k, (d, sizes) in enumerate(options.items()):
-        table[:, list(space.dims).index(d)] = np.array(sizes, np.int64)[digits[k]]
-    return _evaluate(space, table, _order_positions(space, space.orders), tile_overhead,
-                     _sampled_columns(space, options, digits, boxes),
-                     _work_column(space, table, boxes), _lanes(space))
+    options = [[n for n in _sizes(space, names[i]) if n >= least.get(names[i], 0)]
+               for i in splittable]
+    full = list(space.dims.values())
+    sizes, known = [], []
+    for combo in itertools.product(*options):
+        values = full[:]
+        for i, n in zip(splittable, combo):
+            values[i] = n
+        key = tuple(values)
+        known_boxes = boxes.get(key)        # (box_sizes(), a tile's compute cycles)
+        if known_boxes is None:
+            tile = dict(zip(names, values))
+            known_boxes = boxes[key] = (_sampled_boxes(space, tile, boxes), space.work(tile))
+        sizes.append(key)
+        known.append(known_boxes)
+    return _evaluate(space, sizes, _order_positions(space, space.orders), tile_overhead, known,
+                     _lanes(space))
 
 
 def search(space: TileSpace, budget: int, tile_overhead: float = 64.0,
