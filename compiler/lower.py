@@ -16,7 +16,7 @@ from .placement import Placement
 from .staging import (block_views, dma_cycles, permute_cycles, permute_operands,
                       plan as plan_staging, split_queues, store_pieces)
 from .steps import Step
-from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim
+from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim, within_buffer
 
 PRELOAD_CHUNK_BYTES = 16 * 1024
 PRELOAD_CHUNK_CYCLES = 1024       # four simulator bursts: ports are shared at that granularity
@@ -249,7 +249,9 @@ class Lowering:
             box = out.box(tile)
             shape = tuple([n for _, n in box])
             if not (first and last):          # partial sums in the accumulator buffer
-                acc = dense(ONCHIP, acc_addr, shape, attrs.get("acc_dtype", out.dtype))
+                acc = within_buffer(
+                    dense(ONCHIP, acc_addr, shape, attrs.get("acc_dtype", out.dtype)),
+                    plan.acc_bytes, step, "the accumulators")
             if not first:
                 inputs["acc_in"] = acc
             if not last:
@@ -258,7 +260,9 @@ class Lowering:
                 outputs = {out.role: self.p.view(out.tensor, box)}
             else:
                 bufs = addr[out.role]
-                outputs = {out.role: dense(ONCHIP, bufs[stores[0] % len(bufs)], shape, out.dtype)}
+                outputs = {out.role: within_buffer(
+                    dense(ONCHIP, bufs[stores[0] % len(bufs)], shape, out.dtype),
+                    plan.buffer_bytes[out.role], step, out.role)}
             cmd = self.em.compute(unit, opcode, inputs, outputs, {**attrs, **space.attrs(tile)})
             if last and not out.on_chip:
                 self.em.hold_store(outputs[out.role], self.p.view(out.tensor, box),
@@ -277,7 +281,9 @@ class Lowering:
                 if opnd.role not in current or current[opnd.role][0] != box:
                     k = loads.get(opnd.role, 0)
                     bufs = addr[opnd.role]
-                    dst = dense(ONCHIP, bufs[k % len(bufs)], [n for _, n in box], opnd.dtype)
+                    dst = within_buffer(
+                        dense(ONCHIP, bufs[k % len(bufs)], [n for _, n in box], opnd.dtype),
+                        plan.buffer_bytes[opnd.role], step, opnd.role)
                     self._load(opnd, box, dst, current.get(opnd.role), views)
                     loads[opnd.role] = k + 1
                     current[opnd.role] = (box, dst)

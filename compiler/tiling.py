@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from npu_sim.isa.commands import BURST_BYTES
+from npu_sim.isa.commands import BURST_BYTES, TensorView
 from npu_sim.isa.errors import DoesNotFitError
 from npu_sim.isa.records import record
 
@@ -583,3 +583,13 @@ def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
             return exact
         target -= exact.working_set - budget
     return None
+
+
+def within_buffer(view: TensorView, room: int, step, role: str) -> TensorView:
+    """`view`, a tile's box in a buffer of `room` bytes; a box the plan did not size its
+    buffer for is a compiler bug, which would otherwise overwrite the buffers beside it."""
+    if view.nbytes > room:
+        raise RuntimeError(f"compiler bug: layer '{step.output}': a tile's box of {role} takes "
+                           f"{view.nbytes:,} B, its buffer {room:,} B (a tile plan that does not "
+                           "match the step's tiles)")
+    return view

@@ -572,6 +572,30 @@ def test_resizes_of_one_shape_and_other_geometries_tile_apart(chained, cfg):
     own tile plan, though their tensors alike would share one (compiler/lower.py keys the
     plans by the constant shape operands too). Sharing had made the second one's input boxes
     overrun their buffers, silently, on the tiny configs."""
+    check(_two_resizes(chained), cfg, tiled=True)
+
+
+def test_a_tile_box_past_its_buffer_is_a_compiler_bug_not_a_wrong_result(monkeypatch):
+    """With the RESIZE's geometry left out of the plan key again (the fault above), the
+    second RESIZE's input boxes outgrow the buffers its shared plan sized: the lowering
+    stops there (compiler/tiling.within_buffer) where it wrote past them before."""
+    from npu_sim import api
+    from npu_sim.compiler import lower
+    from npu_sim.compiler.loader import load_bytes
+
+    keyed = lower._shape_of
+
+    def without_values(graph, step):        # each operator's entry less its shape operands
+        return tuple(part[:4] if isinstance(part, tuple) and isinstance(part[0], str) else part
+                     for part in keyed(graph, step))
+    monkeypatch.setattr(lower, "_shape_of", without_values)
+    model = load_bytes(_two_resizes(False).serialize(), "two_resizes.tosa")
+    with pytest.raises(RuntimeError, match="compiler bug: .* its buffer"):
+        api.compile_model(model, get_config("2KiB"), use_cache=False)
+
+
+def _two_resizes(chained: bool) -> GraphBuilder:
+    """Two RESIZEs of one shape: 2x with no offset, and 2x half-pixel style."""
     rng = np.random.default_rng(9580)
     g = GraphBuilder()
     shape = (1, 15, 15, 16)
@@ -584,7 +608,7 @@ def test_resizes_of_one_shape_and_other_geometries_tile_apart(chained, cfg):
              _attr("ResizeAttribute", ts.ResizeMode.NEAREST))
         if chained:
             clamp(g, out, shape, DType.INT8, -60, 70)
-    check(g, cfg, tiled=True)
+    return g
 
 
 @pytest.mark.parametrize("seed", range(6))
