@@ -53,6 +53,7 @@ class Lowering:
         self.handoffs = handoffs
         self.room_slack = room_slack
         self._step = 0                                # steps lowered so far
+        self._output = ""                             # the output of the step being lowered
         self._moves = 0                               # data-movement steps lowered so far
         self._used: list[tuple[int, int, int]] = []   # (step, lo, hi) of recent steps' buffers
         self._stage_columns: dict[tuple, dict] = {}   # _expand_stage() by stage view
@@ -173,6 +174,7 @@ class Lowering:
         (base, size). `riders`, (layer, constant, Buffered) of plan_buffering(), are copied
         among its tiles (a tiled step's only)."""
         self._step += 1
+        self._output = step.output
         if step.kind in ("mac", "vector"):
             return self._tiled(step, workspace, riders)
         if step.kind == "dma":
@@ -251,7 +253,7 @@ class Lowering:
             if not (first and last):          # partial sums in the accumulator buffer
                 acc = within_buffer(
                     dense(ONCHIP, acc_addr, shape, attrs.get("acc_dtype", out.dtype)),
-                    plan.acc_bytes, step, "the accumulators")
+                    plan.acc_bytes, step.output, "the accumulators")
             if not first:
                 inputs["acc_in"] = acc
             if not last:
@@ -262,7 +264,7 @@ class Lowering:
                 bufs = addr[out.role]
                 outputs = {out.role: within_buffer(
                     dense(ONCHIP, bufs[stores[0] % len(bufs)], shape, out.dtype),
-                    plan.buffer_bytes[out.role], step, out.role)}
+                    plan.buffer_bytes[out.role], step.output, out.role)}
             cmd = self.em.compute(unit, opcode, inputs, outputs, {**attrs, **space.attrs(tile)})
             if last and not out.on_chip:
                 self.em.hold_store(outputs[out.role], self.p.view(out.tensor, box),
@@ -283,7 +285,7 @@ class Lowering:
                     bufs = addr[opnd.role]
                     dst = within_buffer(
                         dense(ONCHIP, bufs[k % len(bufs)], [n for _, n in box], opnd.dtype),
-                        plan.buffer_bytes[opnd.role], step, opnd.role)
+                        plan.buffer_bytes[opnd.role], step.output, opnd.role)
                     self._load(opnd, box, dst, current.get(opnd.role), views)
                     loads[opnd.role] = k + 1
                     current[opnd.role] = (box, dst)
@@ -429,6 +431,8 @@ class Lowering:
         blocks = [block_views(src, dst, stage, start, min(stage.block, n - start),
                               ring[k % stage.slots])
                   for k, start in enumerate(range(0, n, stage.block))]
+        for block in blocks:
+            within_buffer(block[1], stage.buffer_bytes, self._output, "a staged block")
 
         def load(k: int, queue: int):
             self.em.copy(*blocks[k][:2], queue)
@@ -441,7 +445,9 @@ class Lowering:
                     self.em.compute("vector", "permute", {"in0": block}, {"out": store},
                                     {"base": first, "strides": strides})
                     return
-                held = dense(ONCHIP, permuted[k % stage.slots], held.shape, held.dtype)
+                held = within_buffer(dense(ONCHIP, permuted[k % stage.slots], held.shape,
+                                           held.dtype), stage.permuted_bytes, self._output,
+                                     "a reordered block")
                 self.em.compute("vector", "permute", {"in0": block}, {"out": held},
                                 {"base": first, "strides": strides})
             neighbour = blocks[k + 1 if k + 1 < len(blocks) else k - 1][3] \
@@ -505,6 +511,8 @@ class Lowering:
         blocks = [block_parts(dst, parts, plan.axis, start, min(plan.block, n - start),
                               ring[k % plan.slots])
                   for k, start in enumerate(range(0, n, plan.block))]
+        for block in blocks:
+            within_buffer(block[0], plan.buffer_bytes, self._output, "an assembled block")
 
         def put_together(k: int, queue: int):
             for source, piece in blocks[k][2]:

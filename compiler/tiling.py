@@ -585,11 +585,12 @@ def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
     return None
 
 
-def within_buffer(view: TensorView, room: int, step, role: str) -> TensorView:
-    """`view`, a tile's box in a buffer of `room` bytes; a box the plan did not size its
-    buffer for is a compiler bug, which would otherwise overwrite the buffers beside it."""
+def within_buffer(view: TensorView, room: int, layer: str, role: str) -> TensorView:
+    """`view`, a tile's (or a staged block's) box in a buffer of `room` bytes; a box its plan
+    did not size the buffer for is a compiler bug, which would otherwise overwrite the buffers
+    beside it."""
     if view.nbytes > room:
-        raise RuntimeError(f"compiler bug: layer '{step.output}': a tile's box of {role} takes "
-                           f"{view.nbytes:,} B, its buffer {room:,} B (a tile plan that does not "
-                           "match the step's tiles)")
+        raise RuntimeError(f"compiler bug: layer '{layer}': a box of {role} takes "
+                           f"{view.nbytes:,} B, its buffer {room:,} B (a plan that does not "
+                           "match the step's tiles or blocks)")
     return view

@@ -405,6 +405,31 @@ def test_staged_moves(case, cfg, monkeypatch):
     assert cycles < simulate(direct, get_config(cfg), timing_only=True).report.cycles
 
 
+def test_a_staged_block_past_its_buffer_is_a_compiler_bug(monkeypatch):
+    """A staging plan whose ring buffers are smaller than its blocks (a fault put in here)
+    stops the compile (compiler/tiling.within_buffer) instead of loading past them."""
+    import dataclasses
+
+    from npu_sim.api import compile_model
+    from npu_sim.compiler import lower
+    from npu_sim.compiler.loader import load_bytes
+    from ops_sim_support import get_config
+
+    _, shape, dt, perm = STAGED_MOVES[0]
+    g = GraphBuilder()
+    xi = g.tensor(shape, dt, rand(np.random.default_rng(6700), dt, shape))
+    g.op("TRANSPOSE", [xi], [g.output([shape[p] for p in perm], dt)],
+         _attr("TransposeAttribute", list(perm)))
+    planned = lower.plan_staging
+
+    def short(*args):
+        stage = planned(*args)
+        return stage and dataclasses.replace(stage, buffer_bytes=stage.buffer_bytes - 16)
+    monkeypatch.setattr(lower, "plan_staging", short)
+    with pytest.raises(RuntimeError, match="compiler bug: .* a staged block"):
+        compile_model(load_bytes(g.serialize()), get_config("default"), use_cache=False)
+
+
 # --------------------------------------------------------------------------------------------
 # reductions
 
