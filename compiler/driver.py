@@ -270,6 +270,25 @@ def _pipeline_estimate(steps: list[Step], placed) -> float:
     return rest + max(shares.values())
 
 
+def _together(staged: list[tuple], streamed: dict) -> list[list[tuple]]:
+    """The preloads after a step, (constant, reader, part) in queue order, grouped: the
+    streamed constants of one reader (whole copies in its boxes) go together, taking turns
+    box by box; every other preload alone."""
+    groups: list[list[tuple]] = []
+    joins = None                    # the reader whose streamed constants the last group holds
+    for item in staged:
+        name, reader, part = item
+        if part is None and name in streamed:
+            if joins == reader:
+                groups[-1].append(item)
+                continue
+            joins = reader
+        else:
+            joins = None
+        groups.append([item])
+    return groups
+
+
 def command_limit(graph: Graph, steps: list[Step]) -> int:
     """The most commands a program of these steps may take."""
     return max(MAX_COMMANDS, sum(macs_of(graph, step) for step in steps) // MACS_PER_COMMAND)
@@ -303,7 +322,7 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
     for name, reader, part in preloads.get(-1, []):     # packs the first step reads
         emitter.layer = layer_of[reader]
         try:
-            lowering.preload(name, part)
+            lowering.preload([(name, part)])
         except CommandLimit:
             raise CommandLimit(steps[reader].output, emitter.limit) from None
     for index, step in enumerate(steps):
@@ -315,10 +334,11 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
                 staged = preloads.get(index, [])
                 preloads[index] = [item for item in staged
                                    if layer_of[item[1]] != layer_of[index] + 1]
-                for name, reader, part in staged:
-                    if layer_of[reader] == layer_of[index] + 1:
-                        emitter.layer = layer_of[reader]
-                        lowering.preload(name, part)
+                for group in _together([item for item in staged
+                                        if layer_of[item[1]] == layer_of[index] + 1],
+                                       placement.streamed):
+                    emitter.layer = layer_of[group[0][1]]
+                    lowering.preload([(name, part) for name, _, part in group])
             first_command = len(emitter.commands)
             if emits[index]:
                 emitter.layer = layer_of[index]
@@ -333,16 +353,18 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
             behind = _last_loads_if_bound(emitter.commands[first_command:], plans[index],
                                           config)
             queued = 0.0                # cycles of the loads waiting behind them
-            for name, reader, part in preloads.get(index, []):
+            for group in _together(preloads.get(index, []), placement.streamed):
+                name, reader, part = group[0]
                 emitter.layer = layer_of[reader]     # its bytes and energy are the reader's
                 mem = placement.home(name).mem
                 emitter.behind = None
                 if mem in behind and not isinstance(part, Buffered):
                     # only loads the steps between then still hide
-                    cycles = preload_bytes(graph, placement, name, part) * lowering.memory_cost(mem)
+                    cycles = sum(preload_bytes(graph, placement, n, p) for n, _, p in group) \
+                        * lowering.memory_cost(mem)
                     if queued + cycles <= sum(compute[index + 1:reader]):
                         emitter.behind, queued = behind[mem], queued + cycles
-                lowering.preload(name, part)
+                lowering.preload([(n, p) for n, _, p in group])
             emitter.behind = None
         except CommandLimit:
             raise CommandLimit(step.output, emitter.limit) from None

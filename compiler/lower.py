@@ -16,7 +16,8 @@ from .placement import Placement
 from .staging import (block_views, dma_cycles, permute_cycles, permute_operands,
                       plan as plan_staging, split_queues, store_pieces)
 from .steps import Step
-from .tiling import iterate_tiles, minimum_working_set, plan_tiles, row_dim, within_buffer
+from .tiling import (exact_plan, iterate_tiles, minimum_working_set, plan_tiles, row_dim,
+                     within_buffer)
 
 PRELOAD_CHUNK_BYTES = 16 * 1024
 PRELOAD_CHUNK_CYCLES = 1024       # four simulator bursts: ports are shared at that granularity
@@ -77,10 +78,19 @@ class Lowering:
                                           self._candidates.setdefault(shape, {}),
                                           self._boxes.setdefault(kind, {}), self.room_slack)
         # the third buffer's test counts the loads of this placement's staging
-        deep = (key, tuple(tuple(self.p.prefixes.get(self.p.root(o.tensor), ()))
-                           for o in space.inputs))
+        roots = [self.p.root(o.tensor) for o in space.inputs]
+        streamed = [r for r, o in zip(roots, space.inputs) if o.on_chip and r in self.p.streamed]
+        deep = (key, tuple(tuple(self.p.prefixes.get(r, ())) for r in roots), tuple(streamed))
         if deep not in self._deep_plans:
-            self._deep_plans[deep] = self._deepened(space, self._plans[key], budget)
+            plan = self._plans[key]
+            if plan is not None and streamed:
+                # Its constants come in box by box (prefetch.py): it keeps the tiles it had
+                # before they were staged, so each tile waits for its own boxes only.
+                before = self.p.streamed[streamed[0]][1]
+                kept = exact_plan(space, before.sizes, before.order, self.tile_overhead,
+                                  self._boxes.setdefault(kind, {}))
+                plan = kept if kept.working_set <= budget else plan
+            self._deep_plans[deep] = self._deepened(space, plan, budget)
         return space, opcode, attrs, self._deep_plans[deep]
 
     def _deepened(self, space, plan, budget: int):
@@ -96,42 +106,54 @@ class Lowering:
             return plan
         return dataclasses.replace(plan, buffers={**plan.buffers, role: 3}, working_set=size)
 
-    def preload(self, name: str, part: int | None = None):
-        """Copy a staged constant (or part `part` of its prefix) from its home to its on-chip
-        copy, in chunks of whole rows (at least PRELOAD_CHUNK_BYTES, about
-        PRELOAD_CHUNK_CYCLES of transfer each) so a long copy shares the memory port with the
-        loads of the steps it overlaps."""
+    def preload(self, items: list[tuple[str, int | Buffered | None]]):
+        """Copy staged constants (or part `part` of a prefix) from their homes to their
+        on-chip copies, `items` (name, part) queued together on the constants' queue, which
+        brings them in the order their readers need them. A copy goes in chunks of whole rows
+        (at least PRELOAD_CHUNK_BYTES, about PRELOAD_CHUNK_CYCLES of transfer each) so a long
+        copy shares the memory port with the loads of the steps it overlaps; a streamed
+        constant's in its reader's boxes, the constants of one reader taking turns so its
+        first tile waits for the first box of each."""
         self.em.prefetching = True
         try:
-            if isinstance(part, Buffered):
-                self._buffer(name, part)
-            else:
-                self._preload(name, part)
+            chunks = []
+            for name, part in items:
+                if isinstance(part, Buffered):
+                    self._buffer(name, part)
+                else:
+                    chunks.append(list(self._preload_chunks(name, part)))
+            queue = self._channel("const")
+            for k in range(max(map(len, chunks), default=0)):
+                for own in chunks:
+                    if k < len(own):
+                        self.em.copy(*own[k], queue)
         finally:
             self.em.prefetching = False
 
-    def _preload(self, name: str, part: int | None):
+    def _preload_chunks(self, name: str, part: int | None):
+        """(src, dst) of each chunk of a staged constant's copy."""
         if name in self.p.packs:                     # one copy of the whole pack
             addr, size = self.p.packs[name]
-            self.em.copy(self.p.pack_home(name), dense(ONCHIP, addr, (size,), "int8"),
-                         self._channel("const"))
+            yield self.p.pack_home(name), dense(ONCHIP, addr, (size,), "int8")
             return
         dst = self.p.staged_copy(name, part)
         src = self.p.home(name)
         if part is not None:
             src = _rows(src, 0, self.p.prefixes[name][part][1], dst.shape[0])
         if not src.shape:
-            self.em.copy(src, dst, self._channel("const"))
+            yield src, dst
             return
         rows = src.shape[0]
         cost = self.memory_cost(src.mem)
         chunk = max(PRELOAD_CHUNK_BYTES, PRELOAD_CHUNK_CYCLES / cost if cost else 0)
         per = max(1, int(chunk * rows // max(src.nbytes, 1)))
-        queues = self._preload_queues()
-        for k, first in enumerate(range(0, rows, per)):
+        if part is None and name in self.p.streamed:
+            # chunks of whole boxes of its reader, or of equal shares of one box
+            box = self.p.streamed[name][0]
+            per = -(-box // -(-box // per))
+        for first in range(0, rows, per):
             count = min(per, rows - first)
-            self.em.copy(_rows(src, 0, first, count), _rows(dst, 0, first, count),
-                         queues[k % len(queues)])
+            yield _rows(src, 0, first, count), _rows(dst, 0, first, count)
 
     def _buffer(self, name: str, part: Buffered):
         """Copy boxes of a constant into their room in the feature-map memory (see
@@ -149,12 +171,6 @@ class Lowering:
             for first in range(0, dst.shape[0], rows):
                 count = min(rows, dst.shape[0] - first)
                 yield _rows(src, 0, first, count), _rows(dst, 0, first, count)
-
-    def _preload_queues(self) -> list[int]:
-        """The queues a long preload's chunks take in turn: the constants' and those no role
-        takes, since one channel's rate can be below the memory's (large-8k: 128 B/cycle
-        against HBM's 200)."""
-        return [self._channel("const")] + self._spare_queues()
 
     # DMA queues by role: activations, constants and stores stream on separate channels
     # when there are enough, so a store never blocks the next tile's prefetch.

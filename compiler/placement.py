@@ -60,6 +60,9 @@ class Placement:
         # constant -> its staged parts (address, first row, rows): its leading rows, staged
         # in runs of whole rows that may each have their own room and time
         self.prefixes: dict[str, list[tuple[int, int, int]]] = {}
+        # constant -> (rows of each box its reader loads, that reader's plan before
+        # prefetch): staged whole but copied box by box, its reader keeping those tiles
+        self.streamed: dict[str, tuple] = {}
         # (constant, box) -> a copy of that box of it in the feature-map memory, which its
         # reader loads instead (compiler/buffering.py)
         self.buffered: dict[tuple[str, tuple], TensorView] = {}

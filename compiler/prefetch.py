@@ -10,7 +10,11 @@ early as it fits, so the queue carries them in the order the array needs them. A
 in boxes of whole leading rows (a weight tensor's output-channel slices) that is too large to
 stage whole, or fits only too late to hide its load, gets its first boxes staged instead: as
 many as the steps before its reader leave the memory idle long enough to load, by their tile
-plans' estimates (compute time less transfer time, less what earlier preloads booked). Once
+plans' estimates (compute time less transfer time, less what earlier preloads booked). One
+staged whole whose load those steps do not hide is streamed (`Placement.streamed`): copied
+box by box, its reader keeping the tiles of those boxes it had before, so each tile waits for
+its own boxes only and the array works behind the copy (a transformer's first FC layer, which
+waited for all of its weights). Once
 the other constants and the packs have their room, a prefix whose reader's loads still outlast
 its compute gets its next boxes too, in further parts, each staged where and when the room left
 allows (room freed by constants read earlier, a gap between feature maps): its reader would
@@ -113,6 +117,8 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
                 prefixed.append((root, first, granule, staged, earliest))
         elif start is not None:
             placement.stage(root, start, last, min(ceiling[start:last + 1]))
+            if granule and granule < graph.tensors[root].shape[0]:
+                placement.streamed[root] = (granule, reads[first, root][1])
             for u in users:
                 need[u] -= replaced.get((u, root), 0)
             preloads.setdefault(start, []).append((root, first, None))

@@ -577,12 +577,18 @@ def plan_tiles(space: TileSpace, budget: int, tile_overhead: float = 64.0,
             return None
         if plan.n_tiles > MAX_TILES:
             _too_many_tiles(space, plan, budget, candidates)
-        exact = evaluate(space, plan.sizes, plan.order, tile_overhead,
-                         boxes=_all_boxes(space, plan.sizes, boxes))
+        exact = exact_plan(space, plan.sizes, plan.order, tile_overhead, boxes)
         if exact.working_set <= budget:
             return exact
         target -= exact.working_set - budget
     return None
+
+
+def exact_plan(space: TileSpace, sizes: dict[str, int], order, tile_overhead: float,
+               boxes: dict | None = None) -> TilePlan:
+    """The plan of tile `sizes` in loop `order`, its buffers sized over all of its tiles
+    (search() sizes them over a sample); `boxes` as for search()."""
+    return evaluate(space, sizes, order, tile_overhead, boxes=_all_boxes(space, sizes, boxes))
 
 
 def within_buffer(view: TensorView, room: int, layer: str, role: str) -> TensorView:
