@@ -319,7 +319,7 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
     plans = [_tile_plan(step, lowering, placement.workspaces[i][1])
              for i, step in enumerate(steps)]
     compute = [0.0 if plan is None else plan.compute for plan in plans]
-    for name, reader, part in preloads.get(-1, []):     # packs the first step reads
+    for name, reader, part in preloads.get(-1, []):     # what the first step reads
         emitter.layer = layer_of[reader]
         try:
             lowering.preload([(name, part)])
@@ -375,7 +375,9 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
     return Program(
         memories=memories, memory_sizes=sizes, commands=emitter.in_program_order(),
         segments=[Segment(m, a, d) for m, a, d in placement.const_segments()],
-        inputs=[Binding(n, placement.view(n)) for n in graph.inputs],
+        # where the caller writes it; a staged input's readers read its copy on chip
+        inputs=[Binding(n, placement.home(n) if placement.root(n) in placement.staged
+                        else placement.view(n)) for n in graph.inputs],
         outputs=[Binding(n, placement.view(n)) for n in graph.outputs],
         variables=[Binding(graph.tensors[n].variable_name or n, placement.view(n))
                    for n in placement.variables],

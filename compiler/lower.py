@@ -122,7 +122,8 @@ class Lowering:
                     self._buffer(name, part)
                 else:
                     chunks.append(list(self._preload_chunks(name, part)))
-            queue = self._channel("const")
+            # a graph input (prefetch.py) on the activations' queue, beside the weights'
+            queue = self._channel("const" if self.g.tensors[items[0][0]].is_const else "act")
             for k in range(max(map(len, chunks), default=0)):
                 for own in chunks:
                     if k < len(own):

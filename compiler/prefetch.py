@@ -23,6 +23,11 @@ run from the start, each run at the earliest step with room for it, where that h
 more by the estimates than the one best run (`_fills_earlier`).
 Constants too small to be worth a DMA descriptor's setup each are staged in packs (`_packs`):
 laid out together, so one copy brings several in.
+A graph input that several steps read is staged like a constant (it is in its memory from the
+start and never written), on the activations' queue, so they read one copy instead of each
+loading it (a transformer's input: its first layer norm and the residual add after the
+attention). Read first by the first step, it is copied before that step, where that step would
+load it whole in any case.
 """
 from __future__ import annotations
 
@@ -52,6 +57,10 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
     idle = [0.0] * n             # estimated cycles each step leaves the memories idle
     spent = [0.0] * n            # estimated compute cycles of each step (its tile plan's)
     load: dict[str, float] = {}  # constant -> estimated cycles to load it
+    # A graph input is in its memory from the start and read only, as a constant is: one
+    # that several steps read is staged too, so they do not each load it again.
+    inputs = {placement.root(n) for n in graph.inputs
+              if not graph.tensors[placement.root(n)].variable}
     for i, step in enumerate(steps):
         if step.kind == "dma":                  # room for its staged copies' buffers
             need[i] = lowering.staging_need(step, placement.workspaces[i][1])
@@ -65,26 +74,32 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
         idle[i] = max(plan.cost - plan.transfer, 0.0)
         spent[i] = plan.compute
         for opnd in space.inputs:
-            if opnd.role in plan.buffers and graph.tensors[opnd.tensor].is_const:
-                key = (i, placement.root(opnd.tensor))
+            root = placement.root(opnd.tensor)
+            if opnd.role in plan.buffers and (graph.tensors[root].is_const or root in inputs):
+                key = (i, root)
                 replaced[key] = replaced.get(key, 0) + (plan.buffers[opnd.role]
                                                         * plan.buffer_bytes[opnd.role])
                 reads[key] = (opnd, plan, space)
                 load[key[1]] = graph.tensors[key[1]].nbytes * opnd.cost_per_byte
     readers: dict[str, list[int]] = {}
     for i, step in enumerate(steps):
+        if step.kind == "alias":                # a view: its readers read the tensor
+            continue
         for name in step.inputs:
             root = placement.root(name)
-            if graph.tensors[root].is_const and i not in readers.get(root, []):
+            if (graph.tensors[root].is_const or root in inputs) and \
+                    i not in readers.get(root, []):
                 readers.setdefault(root, []).append(i)
     outputs = {placement.root(n) for n in graph.outputs}
     # Only what every reader loads through its tile buffers (per-tensor parameters are
     # immediates in the commands, and other engines read constants where they live).
     roots = [root for root, users in sorted(readers.items(), key=lambda item: item[1][0])
-             if root not in outputs and all((u, root) in replaced for u in users)]
+             if root not in outputs and all((u, root) in replaced for u in users)
+             and (root not in inputs or len(users) > 1)]
     preloads: dict[int, list[tuple[str, int, int | None]]] = {}
     prefixed = []                # (constant, reader, rows per box, rows staged, run by run)
-    packs = _packs(roots, readers, load, lowering.hw.dma.setup_cycles, spent)
+    packs = _packs([r for r in roots if r not in inputs], readers, load,
+                   lowering.hw.dma.setup_cycles, spent)
     last_read = max((readers[root][0] for root in roots), default=0)
     packed = {root for group in packs for root in group}
     for root in roots:
@@ -96,9 +111,12 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
         ceiling = [onchip - need[j] + replaced.get((j, root), 0) for j in range(n)]
         start = _earliest(first, lambda s: placement.can_stage(
             root, s, last, min(ceiling[s:last + 1])))
+        if start is None and first == 0 and root in inputs and \
+                _one_box(*reads[first, root]) and placement.can_stage(root, 0, last, min(ceiling)):
+            start = -1       # copied before the first step, which would load it whole anyway
         # A whole copy is worth the load time the idle steps before the reader can hide; when
         # it only fits too late for that, the first boxes staged earlier may hide more.
-        whole = 0.0 if start is None else min(cycles, sum(idle[start:first]))
+        whole = 0.0 if start is None else min(cycles, sum(idle[max(start, 0):first]))
         prefix, keep = None, [onchip - need[j] for j in range(n)]   # a prefix replaces nothing
         granule = _row_granule(*reads[first, root]) if len(users) == 1 and whole < cycles else 0
         earliest = False
@@ -116,13 +134,13 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
             if staged is not None:
                 prefixed.append((root, first, granule, staged, earliest))
         elif start is not None:
-            placement.stage(root, start, last, min(ceiling[start:last + 1]))
+            placement.stage(root, max(start, 0), last, min(ceiling[max(start, 0):last + 1]))
             if granule and granule < graph.tensors[root].shape[0]:
                 placement.streamed[root] = (granule, reads[first, root][1])
             for u in users:
                 need[u] -= replaced.get((u, root), 0)
             preloads.setdefault(start, []).append((root, first, None))
-            book_idle(idle, start, first, cycles)
+            book_idle(idle, max(start, 0), first, cycles)
     for group in packs:          # in the room the others leave, which they need not share
         _stage_pack(placement, group, readers, replaced, need, onchip, preloads)
     # Then each prefix's next boxes, in runs where and when the room the others leave allows
@@ -264,6 +282,11 @@ def _row_granule(opnd, plan, space) -> int:
         rows.append(box[0])
     granule = max(count for _, count in rows)
     return granule if granule and all(start % granule == 0 for start, _ in rows) else 0
+
+
+def _one_box(opnd, plan, space) -> bool:
+    """Whether a reader's tiles all load the same box of an operand."""
+    return len({tuple(opnd.box(tile)) for tile in operand_tiles(space, plan.sizes, opnd)}) == 1
 
 
 def _earliest(end: int, fits) -> int | None:

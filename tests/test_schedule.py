@@ -155,6 +155,35 @@ def test_weights_whose_load_is_not_hidden_stream_to_their_reader(monkeypatch):
     assert result.report.cycles < _timing(whole, cfg).cycles
 
 
+def test_a_graph_input_several_layers_read_is_loaded_once(monkeypatch):
+    """The transformer's input is read by its first layer norm's two steps and by the residual
+    add after the attention. It is copied on chip once, before the first step (which loads it
+    whole anyway), on the activations' queue, and all of them read the copy: bit-exact, and
+    faster than each loading it from DRAM."""
+    cfg = api.load_config("default")
+    tosa, meta = zoo.build("transformer")
+    name, shape = meta["input"]["name"], meta["input"]["shape"]
+
+    def loads_of_input(program):
+        home = next(b.view for b in program.inputs if b.name == name)
+        return [c for c in program.commands if isinstance(c, DmaCopy) and c.src.mem == home.mem
+                and home.addr <= c.src.addr < home.addr + home.nbytes]
+
+    program = _compile(tosa, cfg)
+    once = loads_of_input(program)
+    assert len(once) == 1 and once[0].channel == 0 and once[0].dst.mem == ONCHIP
+    x = np.random.default_rng(6).integers(-128, 128, shape, dtype=np.int8)
+    result = api.simulate(program, cfg, {name: x})
+    expected = run_reference(tosa, {name: x}, meta["output_names"])
+    assert all(np.array_equal(result.outputs[out], expected[out]) for out in meta["output_names"])
+    can_stage = Placement.can_stage
+    monkeypatch.setattr(Placement, "can_stage", lambda placement, tensor, *args, **kw:
+                        tensor != name and can_stage(placement, tensor, *args, **kw))
+    each = _compile(tosa, cfg)
+    assert len(loads_of_input(each)) >= 3
+    assert result.report.cycles < _timing(each, cfg).cycles
+
+
 def test_a_prefix_read_last_is_staged_where_room_frees_step_by_step(monkeypatch):
     """The classifier, read last, fits only a box or two beside the weights staged for the
     layers before it until they are read. Staged run by run, each run at the earliest step
@@ -310,11 +339,15 @@ def test_attention_schedules_never_beat_the_attainable_bound(network, config):
     assert report.cycles >= report.roofline["attainable"]["cycles"] >= report.roofline["cycles"]
 
 
-def test_layer_norm_steps_between_mac_layers_are_tiled_by_rows():
+def test_layer_norm_steps_between_mac_layers_are_tiled_by_rows(monkeypatch):
     """Not only the vector steps next to a MAC layer: those chained to them through other
     vector steps (the final layer norm's last step, fed by its reductions) are tiled by rows
-    too, so their loads and stores overlap their compute."""
+    too, so their loads and stores overlap their compute. (The first layer norm's steps load
+    the network's input when it is not staged on chip, as here.)"""
     cfg = api.load_config("default")
+    can_stage = Placement.can_stage
+    monkeypatch.setattr(Placement, "can_stage", lambda placement, tensor, *args, **kw:
+                        tensor != "input" and can_stage(placement, tensor, *args, **kw))
     program = _compile(zoo.build("transformer")[0], cfg)
     tiles = {layer.name: layer.tiles for layer in program.layers}
     assert tiles["layer0_ln1_center_i32"] > 1 and tiles["final_ln_rescale"] > 1
