@@ -112,7 +112,8 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
         start = _earliest(first, lambda s: placement.can_stage(
             root, s, last, min(ceiling[s:last + 1])))
         if start is None and first == 0 and root in inputs and \
-                _one_box(*reads[first, root]) and placement.can_stage(root, 0, last, min(ceiling)):
+                _one_box(*reads[first, root]) and \
+                placement.can_stage(root, 0, last, min(ceiling[:last + 1])):
             start = -1       # copied before the first step, which would load it whole anyway
         # A whole copy is worth the load time the idle steps before the reader can hide; when
         # it only fits too late for that, the first boxes staged earlier may hide more.
