@@ -110,6 +110,8 @@ def plan_buffering(graph, steps, placement, lowering, preloads: dict, memory_cos
     outputs = {placement.root(o) for o in graph.outputs}
     for start, items in preloads.items():      # the weights memory's time the preloads take
         for name, reader, part in items:
+            if not graph.tensors[name].is_const:   # a staged graph input is a feature map
+                continue
             book_idle(idle, max(start, 0), reader,
                       preload_bytes(graph, placement, name, part) * slow)
     riders = _Riders(placement, idle, slow)

@@ -375,9 +375,8 @@ def _program(graph: Graph, config, model_name: str, steps: list[Step], placed) -
     return Program(
         memories=memories, memory_sizes=sizes, commands=emitter.in_program_order(),
         segments=[Segment(m, a, d) for m, a, d in placement.const_segments()],
-        # where the caller writes it; a staged input's readers read its copy on chip
-        inputs=[Binding(n, placement.home(n) if placement.root(n) in placement.staged
-                        else placement.view(n)) for n in graph.inputs],
+        # where the caller writes it (a staged input's readers read its copy on chip)
+        inputs=[Binding(n, placement.home(n)) for n in graph.inputs],
         outputs=[Binding(n, placement.view(n)) for n in graph.outputs],
         variables=[Binding(graph.tensors[n].variable_name or n, placement.view(n))
                    for n in placement.variables],

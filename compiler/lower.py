@@ -116,45 +116,49 @@ class Lowering:
         first tile waits for the first box of each."""
         self.em.prefetching = True
         try:
-            chunks = []
+            boxes = []
             for name, part in items:
                 if isinstance(part, Buffered):
                     self._buffer(name, part)
                 else:
-                    chunks.append(list(self._preload_chunks(name, part)))
+                    boxes.append(list(self._preload_boxes(name, part)))
             # a graph input (prefetch.py) on the activations' queue, beside the weights'
             queue = self._channel("const" if self.g.tensors[items[0][0]].is_const else "act")
-            for k in range(max(map(len, chunks), default=0)):
-                for own in chunks:
-                    if k < len(own):
-                        self.em.copy(*own[k], queue)
+            for k in range(max(map(len, boxes), default=0)):
+                for own in boxes:
+                    for src, dst in own[k] if k < len(own) else ():
+                        self.em.copy(src, dst, queue)
         finally:
             self.em.prefetching = False
 
-    def _preload_chunks(self, name: str, part: int | None):
-        """(src, dst) of each chunk of a staged constant's copy."""
+    def _preload_boxes(self, name: str, part: int | None):
+        """The chunks, (src, dst) each, of a staged constant's copy: in one list per box of
+        its reader's for a streamed constant, else in one list."""
         if name in self.p.packs:                     # one copy of the whole pack
             addr, size = self.p.packs[name]
-            yield self.p.pack_home(name), dense(ONCHIP, addr, (size,), "int8")
+            yield [(self.p.pack_home(name), dense(ONCHIP, addr, (size,), "int8"))]
             return
         dst = self.p.staged_copy(name, part)
         src = self.p.home(name)
         if part is not None:
             src = _rows(src, 0, self.p.prefixes[name][part][1], dst.shape[0])
         if not src.shape:
-            yield src, dst
+            yield [(src, dst)]
             return
         rows = src.shape[0]
         cost = self.memory_cost(src.mem)
         chunk = max(PRELOAD_CHUNK_BYTES, PRELOAD_CHUNK_CYCLES / cost if cost else 0)
         per = max(1, int(chunk * rows // max(src.nbytes, 1)))
+        box = rows
         if part is None and name in self.p.streamed:
             # chunks of whole boxes of its reader, or of equal shares of one box
             box = self.p.streamed[name][0]
             per = -(-box // -(-box // per))
-        for first in range(0, rows, per):
-            count = min(per, rows - first)
-            yield _rows(src, 0, first, count), _rows(dst, 0, first, count)
+        for start in range(0, rows, box):
+            end = min(start + box, rows)
+            yield [(_rows(src, 0, first, min(per, end - first)),
+                    _rows(dst, 0, first, min(per, end - first)))
+                   for first in range(start, end, per)]
 
     def _buffer(self, name: str, part: Buffered):
         """Copy boxes of a constant into their room in the feature-map memory (see

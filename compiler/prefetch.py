@@ -100,7 +100,7 @@ def plan_prefetch(graph: Graph, steps: list[Step], placement: Placement,
     prefixed = []                # (constant, reader, rows per box, rows staged, run by run)
     packs = _packs([r for r in roots if r not in inputs], readers, load,
                    lowering.hw.dma.setup_cycles, spent)
-    last_read = max((readers[root][0] for root in roots), default=0)
+    last_read = max((readers[root][0] for root in roots if root not in inputs), default=0)
     packed = {root for group in packs for root in group}
     for root in roots:
         if root in packed:
